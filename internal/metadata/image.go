@@ -1,0 +1,150 @@
+package metadata
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// TopicID is a Kafka topic ID: 16 bytes, the two big-endian longs of Apache Kafka's
+// org.apache.kafka.common.Uuid. Its text form is TopicIDString.
+type TopicID = [16]byte
+
+// Image is an immutable snapshot of cluster metadata, the counterpart of Apache Kafka's
+// org.apache.kafka.image.MetadataImage. Never mutate an Image (or anything it points to)
+// that you got from Controller.Image or Controller.Apply: later images share its Topic,
+// Mirror and map values (copy-on-write).
+type Image struct {
+	// Offset is the raft log index of the last applied record batch (0 before the first);
+	// the mirror RPCs use it as StateValidationOffset (spec section 10).
+	Offset uint64
+	// ClusterID is the 22-character base64url cluster ID, set once by a ClusterRecord.
+	ClusterID string
+	// Topics holds every topic by name.
+	Topics map[string]*Topic
+	// TopicsByID holds the same topics by topic ID.
+	TopicsByID map[TopicID]*Topic
+	// Mirrors holds every cluster mirror by mirror name.
+	Mirrors map[string]*Mirror
+	// BrokerConfigs holds the dynamic cluster-wide default broker configs (Kafka's BROKER
+	// config resource with the empty name), by Kafka config name.
+	BrokerConfigs map[string]string
+	// NodeConfigs holds per-broker dynamic configs (BROKER resource named by a broker ID,
+	// e.g. "1"): broker ID → config name → value. They override BrokerConfigs.
+	NodeConfigs map[string]map[string]string
+}
+
+// Topic is one topic in an Image (Apache Kafka's org.apache.kafka.image.TopicImage plus its
+// dynamic configs and, for a mirror topic, its desired mirror state). Immutable.
+type Topic struct {
+	Name       string  `json:"name"`
+	ID         TopicID `json:"id"`
+	Partitions int32   `json:"partitions"`
+	// Configs are the dynamic topic configs explicitly set (DYNAMIC_TOPIC_CONFIG), by
+	// Kafka config name; nil when none.
+	Configs map[string]string `json:"configs,omitempty"`
+	// Mirror is the desired state of a mirror topic; nil for an ordinary topic.
+	Mirror *MirrorTopic `json:"mirror,omitempty"`
+}
+
+// MirrorTopic is the desired state of a mirror topic, kept in the metadata log (spec section
+// 4, last paragraph). The actual per-partition states live in __mirror_state. Immutable once
+// it is part of an Image.
+type MirrorTopic struct {
+	// MirrorName names the cluster mirror that owns the topic.
+	MirrorName string `json:"mirrorName"`
+	// Desired is what the operator asked for: mirroring, paused or stopped.
+	Desired DesiredState `json:"desired"`
+	// SourceTopicID is the topic ID on the source cluster (equal to the local topic ID for
+	// a topic created by the mirror, spec section 2).
+	SourceTopicID TopicID `json:"sourceTopicId"`
+}
+
+// DesiredState is the desired state of a mirror topic (spec sections 4, 5 and 10): what
+// StartMirrorTopics, PauseMirrorTopics, ResumeMirrorTopics and StopMirrorTopics last asked.
+type DesiredState int8
+
+// Desired states of a mirror topic. The zero value is invalid, so that a forgotten field is
+// refused with ErrInvalidRecord.
+const (
+	// DesiredMirroring: the topic is started (or resumed) and should be MIRRORING.
+	DesiredMirroring DesiredState = 1
+	// DesiredPaused: the topic should be PAUSED (PauseMirrorTopics).
+	DesiredPaused DesiredState = 2
+	// DesiredStopped: failover was requested or has finished (StopMirrorTopics); the topic
+	// stays associated with its mirror so that describe and failback can find it.
+	DesiredStopped DesiredState = 3
+)
+
+// String returns MIRRORING, PAUSED or STOPPED (spec section 4 names), or UNKNOWN(n).
+func (d DesiredState) String() string {
+	switch d {
+	case DesiredMirroring:
+		return "MIRRORING"
+	case DesiredPaused:
+		return "PAUSED"
+	case DesiredStopped:
+		return "STOPPED"
+	}
+	return fmt.Sprintf("UNKNOWN(%d)", int8(d))
+}
+
+func (d DesiredState) valid() bool {
+	return d == DesiredMirroring || d == DesiredPaused || d == DesiredStopped
+}
+
+// Mirror is one cluster mirror (spec section 1): its name, its configuration (Kafka-style
+// names, spec section 11), the source cluster ID resolved at create time and its creation
+// time in ms since the epoch. Immutable.
+type Mirror struct {
+	Name            string            `json:"name"`
+	Configs         map[string]string `json:"configs,omitempty"`
+	SourceClusterID string            `json:"sourceClusterId"`
+	CreatedMs       int64             `json:"createdMs"`
+}
+
+// emptyImage is the image before any record was applied.
+func emptyImage() *Image {
+	return &Image{
+		Topics:        map[string]*Topic{},
+		TopicsByID:    map[TopicID]*Topic{},
+		Mirrors:       map[string]*Mirror{},
+		BrokerConfigs: map[string]string{},
+		NodeConfigs:   map[string]map[string]string{},
+	}
+}
+
+// Topic returns the topic called name.
+func (im *Image) Topic(name string) (*Topic, bool) {
+	t, ok := im.Topics[name]
+	return t, ok
+}
+
+// TopicByID returns the topic with topic ID id.
+func (im *Image) TopicByID(id TopicID) (*Topic, bool) {
+	t, ok := im.TopicsByID[id]
+	return t, ok
+}
+
+// MirrorTopics returns the topics owned by the cluster mirror called mirror, in any
+// desired state, sorted by name.
+func (im *Image) MirrorTopics(mirror string) []*Topic {
+	var out []*Topic
+	for _, t := range im.Topics {
+		if t.Mirror != nil && t.Mirror.MirrorName == mirror {
+			out = append(out, t)
+		}
+	}
+	slices.SortFunc(out, func(a, b *Topic) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// TopicNames returns every topic name, sorted.
+func (im *Image) TopicNames() []string {
+	out := make([]string, 0, len(im.Topics))
+	for n := range im.Topics {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}
