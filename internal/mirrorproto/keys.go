@@ -12,6 +12,7 @@ import (
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 )
 
 // KeyOffset is added to the KIP-1279 prototype's API keys (94–106) to get the
@@ -127,3 +128,18 @@ func (v *Versioned) MaxVersion() int16 { return 0 }
 
 // IsFlexible returns true: mirror RPCs are flexible from version 0.
 func (v *Versioned) IsFlexible() bool { return true }
+
+// ClientVersions returns the version table a franz-go kgo client needs to
+// send mirror RPCs: kversion.Stable() plus every served mirror key at
+// version 0. Use it as kgo.MaxVersions(mirrorproto.ClientVersions()). With
+// kgo's default table, kgo.Client.Request fails a mirror request locally
+// with "request key is unknown"; with this table but a broker whose
+// ApiVersions does not list the key, it fails locally with "broker is too
+// old" (kgo v1.22); in neither case is anything written to the socket.
+func ClientVersions() *kversion.Versions {
+	vs := kversion.Stable()
+	for _, a := range APIs() {
+		vs.SetMaxKeyVersion(a.Key, a.MaxVersion)
+	}
+	return vs
+}
