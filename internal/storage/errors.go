@@ -1,0 +1,23 @@
+package storage
+
+import "errors"
+
+// Errors returned by Log; each maps 1:1 to the Kafka error code of the same name.
+var (
+	// ErrOffsetOutOfRange is OFFSET_OUT_OF_RANGE: an offset below the log start offset or
+	// above the LEO.
+	ErrOffsetOutOfRange = errors.New("OFFSET_OUT_OF_RANGE: offset is outside the log")
+	// ErrOutOfOrderSequence is OUT_OF_ORDER_SEQUENCE_NUMBER: a sequence gap for a known
+	// producer, or a new producer epoch not starting at sequence 0.
+	ErrOutOfOrderSequence = errors.New("OUT_OF_ORDER_SEQUENCE_NUMBER: out of order sequence number")
+	// ErrInvalidProducerEpoch is INVALID_PRODUCER_EPOCH: the batch's producer epoch is
+	// older than the producer's current epoch (fenced).
+	ErrInvalidProducerEpoch = errors.New("INVALID_PRODUCER_EPOCH: producer epoch is fenced")
+	// ErrCorrupt is CORRUPT_MESSAGE; it wraps the record package error that caused it.
+	ErrCorrupt = errors.New("CORRUPT_MESSAGE: corrupt record batch")
+	// ErrInvalidOffset is INVALID_FETCH_OFFSET-like misuse of follower appends: a batch
+	// whose base offset is below the LEO (or offsets not increasing inside the append).
+	ErrInvalidOffset = errors.New("INVALID_OFFSET: batch base offset is below the log end offset")
+	// errClosed is returned by operations on a closed log.
+	errClosed = errors.New("storage: log is closed")
+)

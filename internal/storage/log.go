@@ -1,0 +1,616 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kmirror/kmirror/internal/record"
+)
+
+// AppendInfo describes an append (Kafka's LogAppendInfo). Offsets are inclusive;
+// OffsetOfMaxTimestamp is the last offset of the batch holding MaxTimestamp (Kafka's
+// shallow offset). Duplicate reports an idempotent retry answered with the original
+// offsets, nothing appended.
+type AppendInfo struct {
+	FirstOffset, LastOffset int64
+	MaxTimestamp            int64
+	OffsetOfMaxTimestamp    int64
+	Duplicate               bool
+	LogStartOffset          int64
+}
+
+// Log is one partition's log (Apache Kafka's UnifiedLog + LocalLog). Appends,
+// truncation and retention are serialised by a mutex; Read, the offset getters,
+// FirstUnstableOffset and AbortedTransactions may run concurrently with them.
+type Log struct {
+	dir     string
+	topicID [16]byte
+	logger  *slog.Logger
+
+	mu            sync.Mutex // appender: everything below except what rw or atomics guard
+	cfg           Config
+	ps            *producerState
+	recoveryPoint int64
+	lastFlush     time.Time
+
+	rw   sync.RWMutex // segs against readers; written only with mu held
+	segs []*segment
+
+	logStart atomic.Int64
+	leo      atomic.Int64
+	fuo      atomic.Int64 // first unstable offset, −1 when no transaction is open
+	closed   atomic.Bool
+
+	epochs *epochCache
+
+	chMu    sync.Mutex
+	changed chan struct{}
+}
+
+// pending is one batch of an append and its byte position in the append's buffer.
+type pending struct {
+	b   record.Batch
+	off int
+}
+
+// Open opens or creates the partition directory dir (…/<topic>-<partition>), recovers
+// every segment (CRC-checked; a torn or corrupt tail is cut and logged at WARN) and
+// rebuilds indexes, producer state, open transactions and the leader-epoch cache, as
+// Kafka's LogLoader does after an unclean shutdown.
+func Open(dir string, topicID [16]byte, cfg Config, logger *slog.Logger) (*Log, error) {
+	return openLog(dir, topicID, cfg, logger, -1, -1)
+}
+
+// openLog opens the log trusting segments below recoveryPoint (−1 = recover all) and
+// starting the log no lower than logStart (−1 = the first segment's base offset).
+func openLog(dir string, topicID [16]byte, cfg Config, logger *slog.Logger, recoveryPoint, logStart int64) (*Log, error) {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	l := &Log{
+		dir: dir, topicID: topicID, logger: logger.With("dir", dir),
+		cfg: cfg.sanitize(), ps: newProducerState(), epochs: newEpochCache(dir),
+		lastFlush: time.Now(),
+	}
+	l.fuo.Store(-1)
+	if err := l.load(recoveryPoint, logStart); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// Dir is the partition directory.
+func (l *Log) Dir() string { return l.dir }
+
+// TopicID is the topic ID the log was opened with.
+func (l *Log) TopicID() [16]byte { return l.topicID }
+
+// SetConfig replaces the log's topic configs; they apply from the next append.
+func (l *Log) SetConfig(cfg Config) {
+	l.mu.Lock()
+	l.cfg = cfg.sanitize()
+	l.mu.Unlock()
+}
+
+// LogStartOffset is the first offset readable in the log.
+func (l *Log) LogStartOffset() int64 { return l.logStart.Load() }
+
+// LogEndOffset is the LEO: the offset the next appended record gets.
+func (l *Log) LogEndOffset() int64 { return l.leo.Load() }
+
+// Size is the byte size of all segments' .log files.
+func (l *Log) Size() int64 {
+	l.rw.RLock()
+	defer l.rw.RUnlock()
+	var n int64
+	for _, s := range l.segs {
+		n += s.size.Load()
+	}
+	return n
+}
+
+// Changed returns a channel closed at the next append, truncation, log start change or
+// close, for fetch long polls: take the channel, re-check, then wait on it.
+func (l *Log) Changed() <-chan struct{} {
+	l.chMu.Lock()
+	defer l.chMu.Unlock()
+	if l.changed == nil {
+		l.changed = make(chan struct{})
+	}
+	return l.changed
+}
+
+func (l *Log) notify() {
+	l.chMu.Lock()
+	if l.changed != nil {
+		close(l.changed)
+		l.changed = nil
+	}
+	l.chMu.Unlock()
+}
+
+func (l *Log) active() *segment { return l.segs[len(l.segs)-1] }
+
+// checkFraming checks that b is one whole magic-2 batch, without the CRC.
+func checkFraming(b record.Batch) error {
+	if len(b) < record.HeaderSize {
+		return fmt.Errorf("%w: %w", ErrCorrupt, record.ErrShort)
+	}
+	if b.Magic() != 2 {
+		return fmt.Errorf("%w: %w", ErrCorrupt, record.ErrMagic)
+	}
+	if b.Size() != len(b) || b.LastOffsetDelta() < 0 {
+		return fmt.Errorf("%w: %w", ErrCorrupt, record.ErrLength)
+	}
+	return nil
+}
+
+// AppendAsLeader appends one client batch (content already validated by the caller,
+// Kafka's LogValidator) as leader: it checks the producer state (Kafka's
+// ProducerAppendInfo), assigns offsets from the LEO, stamps leaderEpoch and, when
+// logAppendTimeMs >= 0, LogAppendTime (CRC recomputed). b is patched in place.
+// A retry of one of the producer's last 5 batches returns Duplicate with the original
+// offsets. Errors: ErrInvalidProducerEpoch, ErrOutOfOrderSequence, ErrCorrupt.
+func (l *Log) AppendAsLeader(b record.Batch, leaderEpoch int32, logAppendTimeMs int64) (AppendInfo, error) {
+	if err := checkFraming(b); err != nil {
+		return AppendInfo{}, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Load() {
+		return AppendInfo{}, errClosed
+	}
+	dup, err := l.ps.checkLeader(b)
+	if err != nil {
+		return AppendInfo{}, err
+	}
+	if dup != nil {
+		return AppendInfo{FirstOffset: dup.firstOffset, LastOffset: dup.lastOffset, MaxTimestamp: dup.maxTs,
+			OffsetOfMaxTimestamp: dup.lastOffset, Duplicate: true, LogStartOffset: l.logStart.Load()}, nil
+	}
+	b.SetBaseOffset(l.leo.Load())
+	b.SetLeaderEpoch(leaderEpoch)
+	if logAppendTimeMs >= 0 {
+		b.SetLogAppendTime(logAppendTimeMs)
+	}
+	return l.appendLocked(b, []pending{{b: b}})
+}
+
+// AppendControlAsLeader appends a control batch built by record.BuildEndTxnMarker or
+// record.BuildMirrorPIDReset at the LEO with leaderEpoch (failover, spec section 5).
+// A marker with a producer epoch below the producer's current epoch gets
+// ErrInvalidProducerEpoch.
+func (l *Log) AppendControlAsLeader(b record.Batch, leaderEpoch int32) (AppendInfo, error) {
+	if err := checkFraming(b); err != nil {
+		return AppendInfo{}, err
+	}
+	if !b.IsControl() {
+		return AppendInfo{}, fmt.Errorf("%w: not a control batch", ErrCorrupt)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Load() {
+		return AppendInfo{}, errClosed
+	}
+	if _, err := l.ps.checkLeader(b); err != nil {
+		return AppendInfo{}, err
+	}
+	b.SetBaseOffset(l.leo.Load())
+	b.SetLeaderEpoch(leaderEpoch)
+	return l.appendLocked(b, []pending{{b: b}})
+}
+
+// AppendAsFollower appends whole batches keeping their bytes, offsets and leader epochs
+// (replication and mirroring, spec section 3). Each batch is CRC-checked and must start
+// at or after the LEO and after the previous batch (gaps allowed), else ErrInvalidOffset;
+// a framing or CRC error is ErrCorrupt and nothing is appended. Producer sequences are
+// not validated; producer state, transactions and the aborted-transaction index are
+// updated as for leader appends. A batch epoch above the latest cached epoch is assigned
+// at the batch's base offset.
+func (l *Log) AppendAsFollower(batches []byte) (AppendInfo, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Load() {
+		return AppendInfo{}, errClosed
+	}
+	var ps []pending
+	next := l.leo.Load()
+	for rest, off := batches, 0; len(rest) > 0; {
+		b, r, err := record.Next(rest)
+		if err != nil {
+			return AppendInfo{}, fmt.Errorf("%w: at byte %d: %w", ErrCorrupt, off, err)
+		}
+		if err := b.Check(); err != nil {
+			return AppendInfo{}, fmt.Errorf("%w: at byte %d: %w", ErrCorrupt, off, err)
+		}
+		if b.BaseOffset() < next {
+			return AppendInfo{}, fmt.Errorf("%w: batch base offset %d, expected at least %d", ErrInvalidOffset, b.BaseOffset(), next)
+		}
+		next = b.NextOffset()
+		ps = append(ps, pending{b: b, off: off})
+		off += len(b)
+		rest = r
+	}
+	if len(ps) == 0 {
+		return AppendInfo{FirstOffset: -1, LastOffset: -1, MaxTimestamp: -1, OffsetOfMaxTimestamp: -1,
+			LogStartOffset: l.logStart.Load()}, nil
+	}
+	return l.appendLocked(batches, ps)
+}
+
+// appendLocked writes batches (subslices of buf at their offsets, in order, contiguous)
+// to the log, rolling segments as needed, then updates indexes, producer state and the
+// LEO. The caller holds mu.
+func (l *Log) appendLocked(buf []byte, ps []pending) (AppendInfo, error) {
+	info := AppendInfo{FirstOffset: ps[0].b.BaseOffset(), LastOffset: ps[len(ps)-1].b.LastOffset(),
+		MaxTimestamp: -1, OffsetOfMaxTimestamp: -1}
+	for _, p := range ps {
+		if ts := p.b.MaxTimestamp(); ts > info.MaxTimestamp {
+			info.MaxTimestamp, info.OffsetOfMaxTimestamp = ts, p.b.LastOffset()
+		}
+	}
+	epochChanged := false
+	defer func() {
+		if epochChanged {
+			if err := l.epochs.flush(); err != nil {
+				l.logger.Error("writing leader-epoch-checkpoint", "err", err)
+			}
+		}
+	}()
+	for i := 0; i < len(ps); {
+		seg := l.active()
+		if l.shouldRoll(seg, ps[i].b, seg.size.Load()) {
+			if err := l.roll(ps[i].b.BaseOffset()); err != nil {
+				return AppendInfo{}, err
+			}
+			seg = l.active()
+		}
+		start := seg.size.Load()
+		pos := start
+		j := i
+		for j < len(ps) && (j == i || !l.shouldRoll(seg, ps[j].b, pos)) {
+			if l.epochs.assign(ps[j].b.LeaderEpoch(), ps[j].b.BaseOffset()) {
+				epochChanged = true
+				// Kafka writes the epoch before the records it covers.
+				if err := l.epochs.flush(); err != nil {
+					return AppendInfo{}, err
+				}
+				epochChanged = false
+			}
+			pos += int64(len(ps[j].b))
+			j++
+		}
+		from, to := ps[i].off, ps[j-1].off+len(ps[j-1].b)
+		if _, err := seg.log.WriteAt(buf[from:to], start); err != nil {
+			return AppendInfo{}, err
+		}
+		seg.size.Store(pos)
+		pos = start
+		for k := i; k < j; k++ {
+			b := ps[k].b
+			if err := seg.track(b, pos, l.cfg.IndexIntervalBytes, true); err != nil {
+				return AppendInfo{}, err
+			}
+			if err := l.applyProducer(seg, b, true); err != nil {
+				return AppendInfo{}, err
+			}
+			pos += int64(len(b))
+			l.leo.Store(b.NextOffset())
+		}
+		i = j
+	}
+	info.LogStartOffset = l.logStart.Load()
+	if l.leo.Load()-l.recoveryPoint >= l.cfg.FlushIntervalMessages {
+		if err := l.flushLocked(); err != nil {
+			return AppendInfo{}, err
+		}
+	}
+	l.notify()
+	return info, nil
+}
+
+// applyProducer feeds b to the producer state; an aborted transaction it completes is
+// added to seg's transaction index when writeTxn is set.
+func (l *Log) applyProducer(seg *segment, b record.Batch, writeTxn bool) error {
+	if b.ProducerID() < 0 && !b.IsControl() {
+		return nil
+	}
+	txn, aborted := l.ps.apply(b)
+	if b.IsTransactional() || b.IsControl() {
+		if f, ok := l.ps.firstUnstable(); ok {
+			l.fuo.Store(f)
+		} else {
+			l.fuo.Store(-1)
+		}
+	}
+	if aborted && writeTxn {
+		return seg.idx.appendAborted(txn)
+	}
+	return nil
+}
+
+// shouldRoll follows Kafka's LogSegment.shouldRoll for appending b to seg holding size
+// bytes: segment.bytes, segment.ms (by record timestamps, else wall clock), a full
+// index, or an offset the segment cannot index (spec section 16).
+func (l *Log) shouldRoll(seg *segment, b record.Batch, size int64) bool {
+	if !seg.canHold(b.BaseOffset(), b.LastOffset()) {
+		return true
+	}
+	if size == 0 {
+		return false
+	}
+	if size+int64(len(b)) > l.cfg.SegmentBytes {
+		return true
+	}
+	var waited int64
+	if seg.firstBatchTs >= 0 {
+		waited = b.MaxTimestamp() - seg.firstBatchTs
+	} else {
+		waited = time.Since(seg.created).Milliseconds()
+	}
+	if waited > l.cfg.SegmentMs {
+		return true
+	}
+	return seg.indexFull(l.cfg.SegmentIndexBytes)
+}
+
+// roll makes a new active segment based at base (Kafka's LocalLog.roll). An empty
+// active segment is replaced instead of kept.
+func (l *Log) roll(base int64) error {
+	old := l.active()
+	if old.size.Load() > 0 {
+		if err := old.finishTimeIndex(); err != nil {
+			return err
+		}
+	}
+	seg, err := openSegment(l.dir, base)
+	if err != nil {
+		return err
+	}
+	if seg.size.Load() != 0 { // stale files from an earlier life of this offset
+		seg.remove()
+		if seg, err = openSegment(l.dir, base); err != nil {
+			return err
+		}
+	}
+	l.rw.Lock()
+	if old.size.Load() == 0 && len(l.segs) > 0 {
+		l.segs = l.segs[:len(l.segs)-1]
+		if old.base != base {
+			old.remove()
+		}
+	}
+	l.segs = append(l.segs, seg)
+	l.rw.Unlock()
+	return nil
+}
+
+// Read returns whole batches starting with the batch containing offset (the first batch
+// whose last offset is >= offset), at most maxBytes bytes from one segment, except that
+// with minOneBatch the first batch is returned whole even if larger. Batches whose base
+// offset is >= maxOffset (the HW or LSO, exclusive) are not returned. An offset below the
+// log start or above the LEO is ErrOffsetOutOfRange; offset == LEO returns nothing.
+func (l *Log) Read(offset int64, maxBytes int32, maxOffset int64, minOneBatch bool) ([]byte, error) {
+	l.rw.RLock()
+	defer l.rw.RUnlock()
+	if l.closed.Load() {
+		return nil, errClosed
+	}
+	leo := l.leo.Load()
+	if offset < l.logStart.Load() || offset > leo {
+		return nil, fmt.Errorf("%w: offset %d, log start %d, LEO %d", ErrOffsetOutOfRange, offset, l.logStart.Load(), leo)
+	}
+	if offset == leo {
+		return nil, nil
+	}
+	var hdr [record.HeaderSize]byte
+	for si := l.floorSegment(offset); si < len(l.segs); si++ {
+		seg := l.segs[si]
+		size := seg.size.Load()
+		pos := int64(0)
+		if offset > seg.base {
+			pos = int64(seg.idx.lookup(int32(min(offset-seg.base, 1<<31-1))))
+		}
+		start, end := int64(-1), int64(0)
+		for pos+record.HeaderSize <= size {
+			if _, err := seg.log.ReadAt(hdr[:], pos); err != nil {
+				return nil, err
+			}
+			b := record.Batch(hdr[:])
+			bsize := int64(b.Size())
+			if bsize < record.HeaderSize || pos+bsize > size {
+				return nil, fmt.Errorf("%w: %s position %d", ErrCorrupt, seg.path, pos)
+			}
+			if start < 0 {
+				if b.LastOffset() < offset {
+					pos += bsize
+					continue
+				}
+				if b.BaseOffset() >= maxOffset {
+					return nil, nil
+				}
+				start, end = pos, pos+bsize
+				if bsize > int64(maxBytes) && !minOneBatch {
+					return nil, nil
+				}
+			} else {
+				if b.BaseOffset() >= maxOffset || end+bsize-start > int64(maxBytes) {
+					break
+				}
+				end += bsize
+			}
+			pos += bsize
+		}
+		if start < 0 {
+			continue // offset lies past this segment's batches (a gap): try the next
+		}
+		out := make([]byte, end-start)
+		if _, err := seg.log.ReadAt(out, start); err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
+	return nil, nil
+}
+
+// floorSegment is the index of the last segment with base <= offset (0 if none).
+// Callers hold rw or mu.
+func (l *Log) floorSegment(offset int64) int {
+	i := sort.Search(len(l.segs), func(i int) bool { return l.segs[i].base > offset })
+	return max(i-1, 0)
+}
+
+// FirstUnstableOffset is the first offset of the oldest open transaction (the LSO
+// bound), false when no transaction is open.
+func (l *Log) FirstUnstableOffset() (int64, bool) {
+	f := l.fuo.Load()
+	return f, f >= 0
+}
+
+// OpenTransactions lists the ongoing transactions, oldest first.
+func (l *Log) OpenTransactions() []OpenTxn {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ps.openTxns()
+}
+
+// ProducerEntries lists the producer state (DescribeProducers), by producer ID.
+func (l *Log) ProducerEntries() []ProducerEntry {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ps.entries()
+}
+
+// AbortedTransactions lists every aborted transaction overlapping [start, end) whichever
+// segment it began in (spec section 16), as Kafka's collectAbortedTransactions: markers
+// are indexed in their segment, and the scan stops at an entry whose LSO reaches end.
+func (l *Log) AbortedTransactions(start, end int64) []AbortedTxn {
+	l.rw.RLock()
+	defer l.rw.RUnlock()
+	var out []AbortedTxn
+	for si := l.floorSegment(start); si < len(l.segs); si++ {
+		x := &l.segs[si].idx
+		x.mu.RLock()
+		for _, t := range x.aborted {
+			if t.LastOffset >= start && t.FirstOffset < end {
+				out = append(out, t)
+			}
+			if t.LastStableOffset >= end {
+				x.mu.RUnlock()
+				return out
+			}
+		}
+		x.mu.RUnlock()
+	}
+	return out
+}
+
+// LatestEpoch is the latest leader epoch in the cache, −1 when empty.
+func (l *Log) LatestEpoch() int32 { return l.epochs.latest() }
+
+// EpochEntries is a copy of the leader-epoch cache, oldest first.
+func (l *Log) EpochEntries() []EpochEntry { return l.epochs.snapshot() }
+
+// AssignEpoch raises the leader epoch to epoch starting at startOffset without records
+// (Kafka's LeaderEpochFileCache.assign); ignored when epoch <= LatestEpoch. The
+// checkpoint is written before it returns.
+func (l *Log) AssignEpoch(epoch int32, startOffset int64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.epochs.assign(epoch, startOffset) {
+		return l.epochs.flush()
+	}
+	return nil
+}
+
+// EndOffsetForEpoch follows LeaderEpochFileCache.endOffsetFor (OffsetForLeaderEpoch):
+// for the latest epoch, (epoch, LEO); otherwise the largest cached epoch <= epoch and the
+// start offset of the next larger one — for an epoch below every entry, (epoch, first
+// entry's start offset) as Kafka does; (−1, −1) when the epoch is above every entry or
+// the cache is empty.
+func (l *Log) EndOffsetForEpoch(epoch int32) (int32, int64) {
+	return l.epochs.endOffsetFor(epoch, l.leo.Load())
+}
+
+// Flush fsyncs every segment written since the last flush and moves the recovery point
+// to the LEO.
+func (l *Log) Flush() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Load() {
+		return nil
+	}
+	return l.flushLocked()
+}
+
+func (l *Log) flushLocked() error {
+	for i := l.floorSegment(l.recoveryPoint); i < len(l.segs); i++ {
+		if err := l.segs[i].sync(); err != nil {
+			return err
+		}
+	}
+	if err := syncDir(l.dir); err != nil {
+		return err
+	}
+	l.recoveryPoint = l.leo.Load()
+	l.lastFlush = time.Now()
+	return nil
+}
+
+// maybeTimeFlush flushes when flush.ms has passed since the last flush.
+func (l *Log) maybeTimeFlush(now time.Time) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Load() || l.recoveryPoint == l.leo.Load() || now.Sub(l.lastFlush).Milliseconds() < l.cfg.FlushIntervalMs {
+		return nil
+	}
+	return l.flushLocked()
+}
+
+// Close flushes and closes the log's files.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Load() {
+		return nil
+	}
+	err := l.flushLocked()
+	l.rw.Lock()
+	l.closed.Store(true)
+	for _, s := range l.segs {
+		if e := s.close(); e != nil && err == nil {
+			err = e
+		}
+	}
+	l.rw.Unlock()
+	l.notify()
+	return err
+}
+
+// Delete closes the log and removes its directory.
+func (l *Log) Delete() error {
+	l.mu.Lock()
+	if !l.closed.Load() {
+		l.rw.Lock()
+		l.closed.Store(true)
+		for _, s := range l.segs {
+			s.close()
+		}
+		l.rw.Unlock()
+	}
+	l.mu.Unlock()
+	l.notify()
+	return os.RemoveAll(l.dir)
+}
+
+// errStop ends a scan callback early without an error.
+var errStop = errors.New("stop")

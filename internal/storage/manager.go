@@ -1,0 +1,330 @@
+package storage
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Files of a Kafka log directory (LogManager and PartitionMetadataFile).
+const (
+	recoveryPointCheckpoint = "recovery-point-offset-checkpoint"
+	logStartCheckpoint      = "log-start-offset-checkpoint"
+	cleanShutdownFile       = ".kafka_cleanshutdown"
+	partitionMetadataFile   = "partition.metadata"
+)
+
+// TopicPartition names one partition.
+type TopicPartition struct {
+	Topic     string
+	Partition int32
+}
+
+// Manager owns one log directory (Apache Kafka's LogManager): the partition logs in it,
+// the recovery-point and log-start checkpoints and the clean-shutdown marker.
+type Manager struct {
+	dir    string
+	logger *slog.Logger
+
+	mu            sync.Mutex
+	logs          map[TopicPartition]*Log
+	clean         bool                     // the previous shutdown was clean
+	recoveryPts   map[TopicPartition]int64 // from the checkpoint, used only after a clean shutdown
+	logStarts     map[TopicPartition]int64
+	checkpointsMu sync.Mutex
+}
+
+// OpenManager creates dir if needed and reads its checkpoints; partitions are opened
+// later by Open. After a clean shutdown (the marker Close writes) logs are opened from
+// their recovery points; otherwise every segment is recovered.
+func OpenManager(dir string, logger *slog.Logger) (*Manager, error) {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	m := &Manager{dir: dir, logger: logger, logs: map[TopicPartition]*Log{}}
+	marker := filepath.Join(dir, cleanShutdownFile)
+	m.clean = fileExists(marker)
+	var err error
+	if m.recoveryPts, err = readOffsetsCheckpoint(filepath.Join(dir, recoveryPointCheckpoint)); err != nil {
+		logger.Warn("ignoring unreadable checkpoint", "err", err)
+		m.clean = false
+	}
+	if m.logStarts, err = readOffsetsCheckpoint(filepath.Join(dir, logStartCheckpoint)); err != nil {
+		logger.Warn("ignoring unreadable checkpoint", "err", err)
+		m.logStarts = map[TopicPartition]int64{}
+	}
+	if m.clean {
+		if err := os.Remove(marker); err != nil {
+			return nil, err
+		}
+		if err := syncDir(dir); err != nil {
+			return nil, err
+		}
+	} else if len(m.recoveryPts) > 0 {
+		logger.Warn("log directory was not shut down cleanly; recovering all segments", "dir", dir)
+	}
+	return m, nil
+}
+
+// partitionDir is <dir>/<topic>-<partition>.
+func (m *Manager) partitionDir(tp TopicPartition) string {
+	return filepath.Join(m.dir, fmt.Sprintf("%s-%d", tp.Topic, tp.Partition))
+}
+
+// Open opens (recovering) or creates the log of topic/partition in
+// <dir>/<topic>-<partition>. A new log gets partition.metadata ("version: 0" and the
+// base64url topic ID, Kafka's PartitionMetadataFile); an existing one must carry the
+// same topic ID. Opening an already open partition returns it.
+func (m *Manager) Open(topic string, partition int32, topicID [16]byte, cfg Config) (*Log, error) {
+	tp := TopicPartition{topic, partition}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if l := m.logs[tp]; l != nil {
+		if l.topicID != topicID {
+			return nil, fmt.Errorf("storage: %s-%d is open with another topic ID", topic, partition)
+		}
+		return l, nil
+	}
+	dir := m.partitionDir(tp)
+	metaPath := filepath.Join(dir, partitionMetadataFile)
+	if data, err := os.ReadFile(metaPath); err == nil {
+		id, err := parsePartitionMetadata(data)
+		if err != nil {
+			return nil, fmt.Errorf("storage: %s: %w", metaPath, err)
+		}
+		if id != topicID {
+			return nil, fmt.Errorf("storage: %s holds topic ID %s, not %s", metaPath, encodeTopicID(id), encodeTopicID(topicID))
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	} else {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		if err := writeFileAtomic(metaPath, []byte("version: 0\ntopic_id: "+encodeTopicID(topicID)+"\n")); err != nil {
+			return nil, err
+		}
+		if err := syncDir(m.dir); err != nil {
+			return nil, err
+		}
+	}
+	rp := int64(-1)
+	if m.clean {
+		if v, ok := m.recoveryPts[tp]; ok {
+			rp = v
+		}
+	}
+	ls, ok := m.logStarts[tp]
+	if !ok {
+		ls = -1
+	}
+	l, err := openLog(dir, topicID, cfg, m.logger.With("topic", topic, "partition", partition), rp, ls)
+	if err != nil {
+		return nil, err
+	}
+	m.logs[tp] = l
+	return l, nil
+}
+
+// encodeTopicID is Kafka's Uuid.toString: unpadded base64url.
+func encodeTopicID(id [16]byte) string { return base64.RawURLEncoding.EncodeToString(id[:]) }
+
+func parsePartitionMetadata(data []byte) ([16]byte, error) {
+	var id [16]byte
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if len(lines) != 2 || strings.TrimSpace(lines[0]) != "version: 0" || !strings.HasPrefix(lines[1], "topic_id: ") {
+		return id, errors.New("malformed partition.metadata")
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimSpace(strings.TrimPrefix(lines[1], "topic_id: ")))
+	if err != nil || len(raw) != 16 {
+		return id, errors.New("malformed topic_id in partition.metadata")
+	}
+	copy(id[:], raw)
+	return id, nil
+}
+
+// Get returns the open log of topic/partition, or nil.
+func (m *Manager) Get(topic string, partition int32) *Log {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.logs[TopicPartition{topic, partition}]
+}
+
+// Delete closes the log of topic/partition and removes its directory (open or not).
+func (m *Manager) Delete(topic string, partition int32) error {
+	tp := TopicPartition{topic, partition}
+	m.mu.Lock()
+	l := m.logs[tp]
+	delete(m.logs, tp)
+	delete(m.recoveryPts, tp)
+	delete(m.logStarts, tp)
+	m.mu.Unlock()
+	if l != nil {
+		if err := l.Delete(); err != nil {
+			return err
+		}
+	} else if err := os.RemoveAll(m.partitionDir(tp)); err != nil {
+		return err
+	}
+	return syncDir(m.dir)
+}
+
+// Existing lists the partition directories (<topic>-<partition>) found in the log
+// directory, sorted.
+func (m *Manager) Existing() ([]TopicPartition, error) {
+	ents, err := os.ReadDir(m.dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []TopicPartition
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		name := e.Name()
+		i := strings.LastIndexByte(name, '-')
+		if i <= 0 {
+			continue
+		}
+		p, err := strconv.ParseInt(name[i+1:], 10, 32)
+		if err != nil || p < 0 {
+			continue
+		}
+		out = append(out, TopicPartition{name[:i], int32(p)})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Topic != out[j].Topic {
+			return out[i].Topic < out[j].Topic
+		}
+		return out[i].Partition < out[j].Partition
+	})
+	return out, nil
+}
+
+func (m *Manager) openLogs() map[TopicPartition]*Log {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[TopicPartition]*Log, len(m.logs))
+	for tp, l := range m.logs {
+		out[tp] = l
+	}
+	return out
+}
+
+// RunBackground runs retention every retentionCheckMs (log.retention.check.interval.ms)
+// and time-based flushes every flushCheckMs (log.flush.scheduler.interval.ms), writing
+// the log-start checkpoint after retention, until ctx is done. Non-positive intervals
+// disable a loop.
+func (m *Manager) RunBackground(ctx context.Context, retentionCheckMs, flushCheckMs int64) {
+	var retention, flush <-chan time.Time
+	if retentionCheckMs > 0 {
+		t := time.NewTicker(time.Duration(retentionCheckMs) * time.Millisecond)
+		defer t.Stop()
+		retention = t.C
+	}
+	if flushCheckMs > 0 {
+		t := time.NewTicker(time.Duration(flushCheckMs) * time.Millisecond)
+		defer t.Stop()
+		flush = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-retention:
+			for tp, l := range m.openLogs() {
+				if n, err := l.ApplyRetention(now.UnixMilli()); err != nil && !errors.Is(err, errClosed) {
+					m.logger.Error("retention failed", "topic", tp.Topic, "partition", tp.Partition, "err", err)
+				} else if n > 0 {
+					m.logger.Info("deleted segments by retention", "topic", tp.Topic, "partition", tp.Partition,
+						"segments", n, "logStartOffset", l.LogStartOffset())
+				}
+			}
+			if err := m.writeCheckpoints(m.openLogs(), false); err != nil {
+				m.logger.Error("writing checkpoints", "err", err)
+			}
+		case now := <-flush:
+			for tp, l := range m.openLogs() {
+				if err := l.maybeTimeFlush(now); err != nil {
+					m.logger.Error("flush failed", "topic", tp.Topic, "partition", tp.Partition, "err", err)
+				}
+			}
+		}
+	}
+}
+
+// writeCheckpoints writes log-start-offset-checkpoint for logs and, when withRecovery is
+// set (at Close, after every log is closed and so flushed), recovery-point-offset-checkpoint.
+func (m *Manager) writeCheckpoints(logs map[TopicPartition]*Log, withRecovery bool) error {
+	m.checkpointsMu.Lock()
+	defer m.checkpointsMu.Unlock()
+	var starts, points []string
+	for tp, l := range logs {
+		starts = append(starts, fmt.Sprintf("%s %d %d", tp.Topic, tp.Partition, l.LogStartOffset()))
+		l.mu.Lock()
+		points = append(points, fmt.Sprintf("%s %d %d", tp.Topic, tp.Partition, l.recoveryPoint))
+		l.mu.Unlock()
+	}
+	sort.Strings(starts)
+	sort.Strings(points)
+	if err := writeCheckpoint(filepath.Join(m.dir, logStartCheckpoint), starts); err != nil {
+		return err
+	}
+	if withRecovery {
+		return writeCheckpoint(filepath.Join(m.dir, recoveryPointCheckpoint), points)
+	}
+	return nil
+}
+
+// Close flushes and closes every log, then writes recovery-point-offset-checkpoint and
+// log-start-offset-checkpoint and marks the directory cleanly shut down
+// (.kafka_cleanshutdown), so the next OpenManager skips recovery.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	logs := m.logs
+	m.logs = map[TopicPartition]*Log{}
+	m.mu.Unlock()
+	var first error
+	for _, l := range logs {
+		if err := l.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	if first != nil {
+		return first
+	}
+	if err := m.writeCheckpoints(logs, true); err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(m.dir, cleanShutdownFile), nil)
+}
+
+// readOffsetsCheckpoint reads a "<topic> <partition> <offset>" checkpoint file.
+func readOffsetsCheckpoint(path string) (map[TopicPartition]int64, error) {
+	lines, err := readCheckpoint(path, 3)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[TopicPartition]int64, len(lines))
+	for _, f := range lines {
+		p, err1 := strconv.ParseInt(f[1], 10, 32)
+		o, err2 := strconv.ParseInt(f[2], 10, 64)
+		if err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("%s: malformed line %v", path, f)
+		}
+		out[TopicPartition{f[0], int32(p)}] = o
+	}
+	return out, nil
+}

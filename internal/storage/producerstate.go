@@ -1,0 +1,295 @@
+package storage
+
+import (
+	"encoding/binary"
+	"sort"
+
+	"github.com/kmirror/kmirror/internal/record"
+)
+
+// numBatchesToRetain is Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN: the number of
+// recent batches per producer kept for duplicate detection.
+const numBatchesToRetain = 5
+
+// AbortedTxn is one entry of Kafka's transaction index (.txnindex): an aborted
+// transaction of ProducerID spanning [FirstOffset, LastOffset] (LastOffset is the ABORT
+// marker's offset) and the LSO right after it completed.
+type AbortedTxn struct {
+	ProducerID       int64
+	FirstOffset      int64
+	LastOffset       int64
+	LastStableOffset int64
+}
+
+// OpenTxn is an ongoing transaction: its producer and the offset of its first batch.
+type OpenTxn struct {
+	ProducerID    int64
+	ProducerEpoch int16
+	FirstOffset   int64
+}
+
+// ProducerEntry is the state of one producer ID, as returned by DescribeProducers
+// (Kafka's ProducerStateEntry). CurrentTxnStartOffset is −1 without an open transaction.
+type ProducerEntry struct {
+	ProducerID            int64
+	ProducerEpoch         int16
+	LastSequence          int32
+	LastTimestamp         int64
+	CoordinatorEpoch      int32
+	CurrentTxnStartOffset int64
+}
+
+type batchMeta struct {
+	firstSeq, lastSeq       int32
+	firstOffset, lastOffset int64
+	maxTs                   int64
+}
+
+type producerEntry struct {
+	epoch            int16
+	batches          [numBatchesToRetain]batchMeta
+	n, head          int // batches[head] is the oldest of n retained
+	lastTs           int64
+	coordinatorEpoch int32
+}
+
+func (e *producerEntry) last() *batchMeta {
+	if e.n == 0 {
+		return nil
+	}
+	return &e.batches[(e.head+e.n-1)%numBatchesToRetain]
+}
+
+func (e *producerEntry) add(m batchMeta) {
+	if e.n < numBatchesToRetain {
+		e.batches[(e.head+e.n)%numBatchesToRetain] = m
+		e.n++
+		return
+	}
+	e.batches[e.head] = m
+	e.head = (e.head + 1) % numBatchesToRetain
+}
+
+// findDuplicate returns the retained batch with the same epoch and sequence range
+// (Kafka's ProducerStateEntry.findDuplicateBatch).
+func (e *producerEntry) findDuplicate(epoch int16, firstSeq, lastSeq int32) *batchMeta {
+	if epoch != e.epoch {
+		return nil
+	}
+	for i := 0; i < e.n; i++ {
+		m := &e.batches[(e.head+i)%numBatchesToRetain]
+		if m.firstSeq == firstSeq && m.lastSeq == lastSeq {
+			return m
+		}
+	}
+	return nil
+}
+
+// producerState follows Kafka's ProducerStateManager: producer entries, ongoing
+// transactions and the LSO. It is owned by the appender (Log.mu).
+type producerState struct {
+	producers map[int64]*producerEntry
+	open      map[int64]OpenTxn
+}
+
+func newProducerState() *producerState {
+	return &producerState{producers: map[int64]*producerEntry{}, open: map[int64]OpenTxn{}}
+}
+
+func (p *producerState) reset() {
+	clear(p.producers)
+	clear(p.open)
+}
+
+// checkLeader validates a client batch against the producer's state (Kafka's
+// ProducerAppendInfo.checkProducerEpoch and checkSequence). A duplicate of a retained
+// batch returns it.
+func (p *producerState) checkLeader(b record.Batch) (*batchMeta, error) {
+	pid := b.ProducerID()
+	if pid < 0 {
+		return nil, nil
+	}
+	e := p.producers[pid]
+	if e == nil {
+		return nil, nil // unknown producer: any sequence (Kafka ≥ 2.5)
+	}
+	epoch, first, last := b.ProducerEpoch(), b.BaseSequence(), b.LastSequence()
+	if b.IsControl() {
+		if epoch < e.epoch {
+			return nil, ErrInvalidProducerEpoch
+		}
+		return nil, nil
+	}
+	if dup := e.findDuplicate(epoch, first, last); dup != nil {
+		return dup, nil
+	}
+	if epoch < e.epoch {
+		return nil, ErrInvalidProducerEpoch
+	}
+	if epoch != e.epoch {
+		if first != 0 && e.epoch != -1 {
+			return nil, ErrOutOfOrderSequence
+		}
+		return nil, nil
+	}
+	lm := e.last()
+	if lm == nil {
+		return nil, nil
+	}
+	if !(first == lm.lastSeq+1 || (first == 0 && lm.lastSeq == 1<<31-1)) {
+		return nil, ErrOutOfOrderSequence
+	}
+	return nil, nil
+}
+
+// apply updates the state with a batch appended at its (final) offsets, leader and
+// follower alike. For an ABORT marker closing an open transaction it returns the
+// aborted transaction for the transaction index.
+func (p *producerState) apply(b record.Batch) (AbortedTxn, bool) {
+	if b.IsControl() {
+		typ, err := b.ControlType()
+		if err != nil {
+			return AbortedTxn{}, false
+		}
+		switch typ {
+		case record.ControlMirrorPIDReset:
+			// Spec section 5 step 5: drop every producer state learned so far. Open
+			// transactions stay tracked so that the LSO stays right until their markers.
+			clear(p.producers)
+			return AbortedTxn{}, false
+		case record.ControlAbort, record.ControlCommit:
+		default:
+			return AbortedTxn{}, false
+		}
+		pid := b.ProducerID()
+		if pid < 0 {
+			return AbortedTxn{}, false
+		}
+		e := p.entry(pid)
+		if b.ProducerEpoch() != e.epoch {
+			e.epoch, e.n, e.head = b.ProducerEpoch(), 0, 0
+		}
+		e.lastTs = b.MaxTimestamp()
+		if v := controlValue(b); len(v) >= 6 {
+			e.coordinatorEpoch = int32(binary.BigEndian.Uint32(v[2:]))
+		}
+		txn, ok := p.open[pid]
+		if !ok {
+			return AbortedTxn{}, false
+		}
+		marker := b.BaseOffset()
+		lso := marker + 1
+		for opid, o := range p.open {
+			if opid != pid && o.FirstOffset < lso {
+				lso = o.FirstOffset
+			}
+		}
+		delete(p.open, pid)
+		if typ == record.ControlAbort {
+			return AbortedTxn{ProducerID: pid, FirstOffset: txn.FirstOffset, LastOffset: marker, LastStableOffset: lso}, true
+		}
+		return AbortedTxn{}, false
+	}
+	pid := b.ProducerID()
+	if pid < 0 {
+		return AbortedTxn{}, false
+	}
+	e := p.entry(pid)
+	if b.ProducerEpoch() != e.epoch {
+		e.epoch, e.n, e.head = b.ProducerEpoch(), 0, 0
+	}
+	e.lastTs = b.MaxTimestamp()
+	if b.BaseSequence() != record.NoSequence {
+		e.add(batchMeta{b.BaseSequence(), b.LastSequence(), b.BaseOffset(), b.LastOffset(), b.MaxTimestamp()})
+	}
+	if b.IsTransactional() {
+		if _, ok := p.open[pid]; !ok {
+			p.open[pid] = OpenTxn{ProducerID: pid, ProducerEpoch: b.ProducerEpoch(), FirstOffset: b.BaseOffset()}
+		}
+	}
+	return AbortedTxn{}, false
+}
+
+func (p *producerState) entry(pid int64) *producerEntry {
+	e := p.producers[pid]
+	if e == nil {
+		e = &producerEntry{epoch: -1, lastTs: -1}
+		p.producers[pid] = e
+	}
+	return e
+}
+
+// evictBefore removes producers whose retained batches all lie below logStart and which
+// have no open transaction (Kafka's ProducerStateManager.truncateHead).
+func (p *producerState) evictBefore(logStart int64) {
+	for pid, e := range p.producers {
+		if _, open := p.open[pid]; open {
+			continue
+		}
+		if l := e.last(); l == nil || l.lastOffset < logStart {
+			delete(p.producers, pid)
+		}
+	}
+}
+
+func (p *producerState) firstUnstable() (int64, bool) {
+	first, ok := int64(0), false
+	for _, o := range p.open {
+		if !ok || o.FirstOffset < first {
+			first, ok = o.FirstOffset, true
+		}
+	}
+	return first, ok
+}
+
+func (p *producerState) openTxns() []OpenTxn {
+	out := make([]OpenTxn, 0, len(p.open))
+	for _, o := range p.open {
+		out = append(out, o)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].FirstOffset < out[j].FirstOffset })
+	return out
+}
+
+func (p *producerState) entries() []ProducerEntry {
+	out := make([]ProducerEntry, 0, len(p.producers))
+	for pid, e := range p.producers {
+		pe := ProducerEntry{ProducerID: pid, ProducerEpoch: e.epoch, LastSequence: -1,
+			LastTimestamp: e.lastTs, CoordinatorEpoch: e.coordinatorEpoch, CurrentTxnStartOffset: -1}
+		if l := e.last(); l != nil {
+			pe.LastSequence = l.lastSeq
+		}
+		if o, ok := p.open[pid]; ok {
+			pe.CurrentTxnStartOffset = o.FirstOffset
+		}
+		out = append(out, pe)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ProducerID < out[j].ProducerID })
+	return out
+}
+
+// controlValue returns the value of a control batch's first record, or nil.
+func controlValue(b record.Batch) []byte {
+	recs := b.Records()
+	_, n := binary.Varint(recs) // length
+	if n <= 0 || len(recs) < n+1 {
+		return nil
+	}
+	recs = recs[n+1:] // attributes
+	for range 2 {      // timestampDelta, offsetDelta
+		if _, n = binary.Varint(recs); n <= 0 {
+			return nil
+		}
+		recs = recs[n:]
+	}
+	klen, n := binary.Varint(recs)
+	if n <= 0 || klen < 0 || int64(len(recs)-n) < klen {
+		return nil
+	}
+	recs = recs[n+int(klen):]
+	vlen, n := binary.Varint(recs)
+	if n <= 0 || vlen < 0 || int64(len(recs)-n) < vlen {
+		return nil
+	}
+	return recs[n : n+int(vlen)]
+}

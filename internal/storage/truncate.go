@@ -1,0 +1,282 @@
+package storage
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"time"
+)
+
+// TruncateTo removes every offset >= offset (Kafka's UnifiedLog.truncateTo): later
+// segments are deleted, the segment holding offset is cut at the first batch whose last
+// offset is >= offset (a batch straddling offset goes whole, so the LEO becomes its base
+// offset), indexes, the leader-epoch cache (truncateFromEnd), producer state and
+// transaction state are rebuilt. A no-op when offset >= LEO; below the log start it is
+// TruncateFullyAndStartAt(offset).
+func (l *Log) TruncateTo(offset int64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Load() {
+		return errClosed
+	}
+	if offset >= l.leo.Load() {
+		return nil
+	}
+	if offset < l.logStart.Load() {
+		return l.truncateFullyLocked(offset)
+	}
+	l.rw.Lock()
+	err := l.truncateSegmentsLocked(offset)
+	l.rw.Unlock()
+	if err != nil {
+		return err
+	}
+	if l.epochs.truncateFromEnd(l.leo.Load(), false) {
+		if err := l.epochs.flush(); err != nil {
+			return err
+		}
+	}
+	l.recoveryPoint = min(l.recoveryPoint, l.leo.Load())
+	err = l.rebuildProducerState()
+	l.notify()
+	return err
+}
+
+// truncateSegmentsLocked does the file work of TruncateTo; the caller holds mu and rw.
+func (l *Log) truncateSegmentsLocked(offset int64) error {
+	for len(l.segs) > 1 && l.active().base >= offset {
+		seg := l.active()
+		l.segs = l.segs[:len(l.segs)-1]
+		if err := seg.remove(); err != nil {
+			return err
+		}
+	}
+	seg := l.active()
+	// Find the first batch whose last offset is >= offset.
+	sc := scanner{f: seg.log, end: seg.size.Load()}
+	if offset > seg.base {
+		sc.pos = int64(seg.idx.lookup(int32(min(offset-seg.base, 1<<31-1))))
+	}
+	cut, newLEO := seg.size.Load(), offset
+	for {
+		b, pos, err := sc.next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("%w: %s: %v", ErrCorrupt, seg.path, err)
+		}
+		if b.LastOffset() >= offset {
+			cut = pos
+			newLEO = min(offset, b.BaseOffset())
+			break
+		}
+	}
+	if err := seg.log.Truncate(cut); err != nil {
+		return err
+	}
+	seg.size.Store(cut)
+	if err := seg.idx.truncateAborted(offset); err != nil {
+		return err
+	}
+	if err := l.reindex(seg); err != nil {
+		return err
+	}
+	if cut == 0 {
+		newLEO = max(newLEO, seg.base)
+	}
+	l.leo.Store(max(newLEO, seg.nextOffset))
+	return nil
+}
+
+// reindex rebuilds seg's offset and time indexes and in-memory state from its batch
+// headers, keeping its transaction index.
+func (l *Log) reindex(seg *segment) error {
+	x := &seg.idx
+	x.mu.Lock()
+	x.offsets, x.times = x.offsets[:0], x.times[:0]
+	x.mu.Unlock()
+	for _, f := range []*os.File{x.offFile, x.timeFile} {
+		if err := f.Truncate(0); err != nil {
+			return err
+		}
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return err
+		}
+	}
+	seg.resetState()
+	sc := scanner{f: seg.log, end: seg.size.Load()}
+	for {
+		b, pos, err := sc.next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%w: %s: %v", ErrCorrupt, seg.path, err)
+		}
+		if err := seg.track(b, pos, l.cfg.IndexIntervalBytes, true); err != nil {
+			return err
+		}
+	}
+}
+
+// TruncateFullyAndStartAt deletes every segment and starts an empty log at offset: log
+// start = LEO = offset; the leader-epoch cache is cleared and producer state reset
+// (Kafka's UnifiedLog.truncateFullyAndStartAt).
+func (l *Log) TruncateFullyAndStartAt(offset int64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Load() {
+		return errClosed
+	}
+	return l.truncateFullyLocked(offset)
+}
+
+func (l *Log) truncateFullyLocked(offset int64) error {
+	if offset < 0 {
+		return fmt.Errorf("%w: negative offset %d", ErrOffsetOutOfRange, offset)
+	}
+	l.rw.Lock()
+	for _, s := range l.segs {
+		if err := s.remove(); err != nil {
+			l.rw.Unlock()
+			return err
+		}
+	}
+	l.segs = nil
+	seg, err := openSegment(l.dir, offset)
+	if err == nil && seg.size.Load() != 0 {
+		seg.remove()
+		seg, err = openSegment(l.dir, offset)
+	}
+	if err != nil {
+		l.rw.Unlock()
+		return err
+	}
+	l.segs = []*segment{seg}
+	l.leo.Store(offset)
+	l.logStart.Store(offset)
+	l.rw.Unlock()
+	l.ps.reset()
+	l.fuo.Store(-1)
+	l.epochs.mu.Lock()
+	l.epochs.entries = nil
+	l.epochs.mu.Unlock()
+	if err := l.epochs.flush(); err != nil {
+		return err
+	}
+	l.recoveryPoint = offset
+	l.notify()
+	return syncDir(l.dir)
+}
+
+// AdvanceLogStartOffset moves the log start offset up to offset (DeleteRecords, or the
+// source's log start on a mirror, spec section 3); lower values are ignored. Segments
+// wholly below it are deleted (never the active one), the epoch cache is truncated from
+// the start and producers with no batch left are evicted. offset > LEO is
+// ErrOffsetOutOfRange.
+func (l *Log) AdvanceLogStartOffset(offset int64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Load() {
+		return errClosed
+	}
+	if offset > l.leo.Load() {
+		return fmt.Errorf("%w: log start %d above LEO %d", ErrOffsetOutOfRange, offset, l.leo.Load())
+	}
+	if offset <= l.logStart.Load() {
+		return nil
+	}
+	l.logStart.Store(offset)
+	n := 0
+	for n+1 < len(l.segs) && l.segs[n+1].base <= offset {
+		n++
+	}
+	if err := l.deleteOldestLocked(n); err != nil {
+		return err
+	}
+	l.notify()
+	return nil
+}
+
+// deleteOldestLocked deletes the n oldest segments, raises the log start to the new first
+// segment's base, and truncates the epoch cache and producer state from the start.
+func (l *Log) deleteOldestLocked(n int) error {
+	if n > 0 {
+		l.rw.Lock()
+		old := append([]*segment(nil), l.segs[:n]...)
+		l.segs = append(l.segs[:0:0], l.segs[n:]...)
+		if b := l.segs[0].base; b > l.logStart.Load() {
+			l.logStart.Store(min(b, l.leo.Load()))
+		}
+		l.rw.Unlock()
+		for _, s := range old {
+			if err := s.remove(); err != nil {
+				return err
+			}
+		}
+	}
+	start := l.logStart.Load()
+	if l.epochs.truncateFromStart(start) {
+		if err := l.epochs.flush(); err != nil {
+			return err
+		}
+	}
+	l.ps.evictBefore(start)
+	return nil
+}
+
+// ApplyRetention deletes the oldest segments breaching retention.ms (nowMs − segment max
+// timestamp, or file modification time when it has none) or retention.bytes, never the
+// active segment (Kafka's deleteRetentionMsBreachedSegments and
+// deleteRetentionSizeBreachedSegments), and advances the log start. It returns the number
+// of segments deleted.
+func (l *Log) ApplyRetention(nowMs int64) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Load() {
+		return 0, errClosed
+	}
+	n := 0
+	if l.cfg.RetentionMs >= 0 {
+		for n+1 < len(l.segs) {
+			seg := l.segs[n]
+			seg.idx.mu.RLock()
+			ts := seg.maxTs
+			seg.idx.mu.RUnlock()
+			if ts < 0 {
+				if st, err := seg.log.Stat(); err == nil {
+					ts = st.ModTime().UnixMilli()
+				} else {
+					ts = time.Now().UnixMilli()
+				}
+			}
+			if nowMs-ts <= l.cfg.RetentionMs {
+				break
+			}
+			n++
+		}
+	}
+	if l.cfg.RetentionBytes >= 0 {
+		var total int64
+		for _, s := range l.segs {
+			total += s.size.Load()
+		}
+		for _, s := range l.segs[:n] {
+			total -= s.size.Load()
+		}
+		diff := total - l.cfg.RetentionBytes
+		for n+1 < len(l.segs) && diff-l.segs[n].size.Load() >= 0 {
+			diff -= l.segs[n].size.Load()
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	if err := l.deleteOldestLocked(n); err != nil {
+		return 0, err
+	}
+	l.notify()
+	return n, nil
+}
