@@ -24,7 +24,7 @@ func applyBatch(im *Image, offset uint64, recs []Record) (*Image, error) {
 // builder tracks which maps of next are already private copies, so that each map of the
 // previous image is cloned at most once per batch.
 type builder struct {
-	next                                          *Image
+	next                                  *Image
 	topicsOwned, mirrorsOwned, nodesOwned bool
 }
 

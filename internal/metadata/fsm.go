@@ -147,25 +147,33 @@ func (s *snapshotFile) image() (*Image, error) {
 type imageSnapshot struct{ im *Image }
 
 func (s imageSnapshot) Persist(sink raft.SnapshotSink) error {
-	f := snapshotFile{
-		Version:       snapshotVersion,
-		Offset:        s.im.Offset,
-		ClusterID:     s.im.ClusterID,
-		BrokerConfigs: s.im.BrokerConfigs,
-		NodeConfigs:   s.im.NodeConfigs,
-	}
-	for _, name := range s.im.TopicNames() {
-		f.Topics = append(f.Topics, s.im.Topics[name])
-	}
-	for _, m := range s.im.Mirrors {
-		f.Mirrors = append(f.Mirrors, m)
-	}
-	slices.SortFunc(f.Mirrors, func(a, b *Mirror) int { return strings.Compare(a.Name, b.Name) })
-	if err := json.NewEncoder(sink).Encode(&f); err != nil {
+	if err := writeSnapshot(sink, s.im); err != nil {
 		sink.Cancel()
-		return fmt.Errorf("write metadata snapshot: %w", err)
+		return err
 	}
 	return sink.Close()
 }
 
 func (imageSnapshot) Release() {}
+
+// writeSnapshot writes im to w as a snapshotFile.
+func writeSnapshot(w io.Writer, im *Image) error {
+	f := snapshotFile{
+		Version:       snapshotVersion,
+		Offset:        im.Offset,
+		ClusterID:     im.ClusterID,
+		BrokerConfigs: im.BrokerConfigs,
+		NodeConfigs:   im.NodeConfigs,
+	}
+	for _, name := range im.TopicNames() {
+		f.Topics = append(f.Topics, im.Topics[name])
+	}
+	for _, m := range im.Mirrors {
+		f.Mirrors = append(f.Mirrors, m)
+	}
+	slices.SortFunc(f.Mirrors, func(a, b *Mirror) int { return strings.Compare(a.Name, b.Name) })
+	if err := json.NewEncoder(w).Encode(&f); err != nil {
+		return fmt.Errorf("write metadata snapshot: %w", err)
+	}
+	return nil
+}

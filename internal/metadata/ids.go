@@ -16,7 +16,7 @@ var metadataTopicID = TopicID{15: 1}
 func NewTopicID() TopicID {
 	for {
 		var id TopicID
-		rand.Read(id[:]) // never returns an error: since Go 1.24 it crashes instead
+		rand.Read(id[:])          // never returns an error: since Go 1.24 it crashes instead
 		id[6] = id[6]&0x0f | 0x40 // version 4
 		id[8] = id[8]&0x3f | 0x80 // IETF variant
 		if id == (TopicID{}) || id == metadataTopicID || TopicIDString(id)[0] == '-' {
