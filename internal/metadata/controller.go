@@ -247,6 +247,9 @@ func (c *Controller) Apply(ctx context.Context, recs ...Record) (*Image, error) 
 	if _, err := applyBatch(c.Image(), 0, decoded); err != nil {
 		return nil, err
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	f := c.raft.Apply(data, 0)
 	done := make(chan error, 1)
 	go func() { done <- f.Error() }()

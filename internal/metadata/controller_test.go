@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -275,6 +277,9 @@ func TestApplyErrors(t *testing.T) {
 	if _, err := c.Apply(ctx, MirrorRecord{Name: "late"}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Apply with a cancelled context: %v", err)
 	}
+	if _, ok := c.Image().Mirrors["late"]; ok {
+		t.Fatal("Apply with a cancelled context proposed its records")
+	}
 
 	c.Close()
 	if _, err := c.Apply(context.Background(), MirrorRecord{Name: "closed"}); !errors.Is(err, ErrNotController) {
@@ -394,5 +399,40 @@ func TestNewTopicID(t *testing.T) {
 	}
 	if DesiredPaused.String() != "PAUSED" || DesiredState(0).String() != "UNKNOWN(0)" {
 		t.Fatal("DesiredState.String")
+	}
+}
+
+func TestConcurrentApply(t *testing.T) {
+	c := open(t, t.TempDir(), "")
+	defer c.Close()
+	const writers, topics = 4, 10
+	errs := make(chan error, writers*topics)
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range topics {
+				// Every writer creates the same topics: exactly one create of each wins.
+				_, err := c.Apply(context.Background(), TopicRecord{Name: fmt.Sprintf("t%d", i), ID: NewTopicID(), Partitions: int32(w + 1)})
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	var ok, exists int
+	for err := range errs {
+		switch {
+		case err == nil:
+			ok++
+		case errors.Is(err, ErrTopicExists):
+			exists++
+		default:
+			t.Fatalf("Apply: %v", err)
+		}
+	}
+	if im := c.Image(); ok != topics || exists != (writers-1)*topics || len(im.Topics) != topics || len(im.TopicsByID) != topics {
+		t.Fatalf("%d created, %d refused, %d topics in the image", ok, exists, len(im.Topics))
 	}
 }
