@@ -1,6 +1,7 @@
 package record
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -67,5 +68,21 @@ func TestNextSplitsAndDetectsTruncation(t *testing.T) {
 func TestIncrementSequenceWraps(t *testing.T) {
 	if IncrementSequence(2147483647, 1) != 0 || IncrementSequence(5, 3) != 8 {
 		t.Fatal("wrap")
+	}
+}
+
+func TestForEachDecodesKeysAndValues(t *testing.T) {
+	b := Build(BatchHeader{BaseOffset: 10, Timestamp: 500, ProducerID: -1, BaseSequence: -1},
+		[]KV{{Key: []byte("a"), Value: []byte("1")}, {Key: nil, Value: nil}})
+	var got []string
+	err := ForEach(b, func(off, ts int64, k, v []byte) error {
+		got = append(got, fmt.Sprintf("%d/%d/%v/%v", off, ts, k == nil, string(v)))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0] != "10/500/false/1" || got[1] != "11/500/true/" {
+		t.Fatalf("got %v", got)
 	}
 }
