@@ -1,0 +1,126 @@
+package mirrorscli
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/kmirror/kmirror/internal/mirrorproto"
+)
+
+// Client timeouts. An unreachable bootstrap server fails within about
+// dialTimeout + retryTimeout; a slow broker gets actionTimeout per request.
+const (
+	dialTimeout   = 5 * time.Second
+	retryTimeout  = 5 * time.Second
+	actionTimeout = 2 * time.Minute
+)
+
+// clientOptions builds the kgo options for the destination cluster from
+// --bootstrap-server and the --command-config properties (security.protocol
+// PLAINTEXT, SASL_PLAINTEXT, SSL or SASL_SSL; sasl.mechanism PLAIN,
+// SCRAM-SHA-256 or SCRAM-SHA-512 with sasl.jaas.config or
+// sasl.username/sasl.password; ssl.truststore.location of a PEM file with
+// ssl.truststore.type=PEM). Other keys are ignored, as Kafka's tools do.
+func clientOptions(bootstrap string, props []Property) ([]kgo.Opt, error) {
+	var seeds []string
+	for _, s := range strings.Split(bootstrap, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			seeds = append(seeds, s)
+		}
+	}
+	if len(seeds) == 0 {
+		return nil, fmt.Errorf("--bootstrap-server is empty")
+	}
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(seeds...),
+		kgo.MaxVersions(mirrorproto.ClientVersions()),
+		kgo.DialTimeout(dialTimeout),
+		kgo.RequestRetries(1),
+		kgo.RetryTimeout(retryTimeout),
+		kgo.RequestTimeoutOverhead(actionTimeout),
+		kgo.ClientID("kmirror-mirrors"),
+	}
+	cfg := map[string]string{}
+	for _, p := range props {
+		cfg[p.Key] = p.Value
+	}
+	protocol := strings.ToUpper(cfg["security.protocol"])
+	if protocol == "" {
+		protocol = "PLAINTEXT"
+	}
+	useTLS, useSASL := false, false
+	switch protocol {
+	case "PLAINTEXT":
+	case "SSL":
+		useTLS = true
+	case "SASL_PLAINTEXT":
+		useSASL = true
+	case "SASL_SSL":
+		useTLS, useSASL = true, true
+	default:
+		return nil, fmt.Errorf("unsupported security.protocol %q", cfg["security.protocol"])
+	}
+	if useTLS {
+		tc := &tls.Config{MinVersion: tls.VersionTLS12}
+		if loc := cfg["ssl.truststore.location"]; loc != "" {
+			if t := strings.ToUpper(cfg["ssl.truststore.type"]); t != "PEM" {
+				return nil, fmt.Errorf("ssl.truststore.type %q is not supported, only PEM", cfg["ssl.truststore.type"])
+			}
+			pem, err := os.ReadFile(loc)
+			if err != nil {
+				return nil, fmt.Errorf("ssl.truststore.location: %v", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("ssl.truststore.location %s holds no PEM certificate", loc)
+			}
+			tc.RootCAs = pool
+		}
+		if v, ok := cfg["ssl.endpoint.identification.algorithm"]; ok && v == "" {
+			tc.InsecureSkipVerify = true //nolint:gosec // Kafka's documented way to disable host name checks
+		}
+		opts = append(opts, kgo.DialTLSConfig(tc))
+	}
+	if useSASL {
+		user, pass := cfg["sasl.username"], cfg["sasl.password"]
+		if jaas := cfg["sasl.jaas.config"]; jaas != "" {
+			user, pass = jaasOption(jaas, "username"), jaasOption(jaas, "password")
+		}
+		mech := strings.ToUpper(cfg["sasl.mechanism"])
+		switch mech {
+		case "", "PLAIN":
+			opts = append(opts, kgo.SASL(plain.Auth{User: user, Pass: pass}.AsMechanism()))
+		case "SCRAM-SHA-256":
+			opts = append(opts, kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha256Mechanism()))
+		case "SCRAM-SHA-512":
+			opts = append(opts, kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha512Mechanism()))
+		default:
+			return nil, fmt.Errorf("unsupported sasl.mechanism %q", cfg["sasl.mechanism"])
+		}
+	}
+	return opts, nil
+}
+
+// jaasOption returns option name of a sasl.jaas.config value such as
+// `org.apache.kafka.common.security.plain.PlainLoginModule required
+// username="u" password="p";`.
+func jaasOption(jaas, name string) string {
+	re := regexp.MustCompile(`(?:^|\s)` + regexp.QuoteMeta(name) + `\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s;]+))`)
+	m := re.FindStringSubmatch(jaas)
+	if m == nil {
+		return ""
+	}
+	if m[1] != "" {
+		return strings.NewReplacer(`\"`, `"`, `\\`, `\`).Replace(m[1])
+	}
+	return m[2]
+}
