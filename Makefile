@@ -1,0 +1,38 @@
+# kmirror — build, test and benchmark. `make test` is what CI runs (.ci/run).
+GO ?= go
+BIN := bin/kmirror
+# Packages whose state is shared between goroutines run under the race detector.
+RACE_PKGS := ./internal/wire/... ./internal/storage/... ./internal/metadata/... ./internal/group/... ./internal/mirror/... ./internal/broker/...
+
+.PHONY: build test unit race fuzz checks lint deps docs bench
+
+build:
+	$(GO) build -o $(BIN) ./cmd/kmirror
+
+# deps installs what the tests need on a fresh Debian machine (kcat, staticcheck).
+deps:
+	./scripts/install-deps.sh
+
+lint:
+	$(GO) vet ./...
+	./scripts/staticcheck.sh ./...
+
+unit:
+	$(GO) test -count=1 ./...
+
+race:
+	$(GO) test -count=1 -race $(RACE_PKGS)
+
+# fuzz runs each fuzz target for a bounded time over its committed seed corpus.
+fuzz:
+	./scripts/fuzz.sh 20s
+
+# checks runs the outside-in acceptance checks shipped in ../shared/checks, if present.
+checks: build
+	@if [ -x ../shared/checks/run ]; then ../shared/checks/run; else echo "no ../shared/checks here; skipped"; fi
+
+test: deps lint unit race fuzz
+	@echo "make test: all passed"
+
+docs:
+	$(GO) run ./cmd/kmirror config-docs > docs/configuration.md

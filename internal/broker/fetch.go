@@ -1,0 +1,225 @@
+package broker
+
+// Fetch v4–16 for consumers (ReplicaID −1): MinBytes/MaxWaitMs long polls that park on
+// the partitions' change notifications, MaxBytes and per-partition limits (the first
+// non-empty partition returns at least one whole batch), read_committed up to the LSO
+// with AbortedTransactions, topic IDs (v13+), OFFSET_OUT_OF_RANGE, LastFetchedEpoch →
+// DivergingEpoch (v12+). Follows Kafka's ReplicaManager.fetchMessages and
+// Partition.fetchRecords.
+//
+// Fetch sessions (KIP-227): kmirror answers every full fetch with session ID 0, which
+// the protocol defines as "no session was created" (Kafka does the same when its
+// session cache is full), so clients keep sending full fetch requests; an incremental
+// request for an unknown session gets FETCH_SESSION_ID_NOT_FOUND.
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/internal/record"
+	"github.com/kmirror/kmirror/internal/storage"
+)
+
+func (b *Broker) handleFetch(ctx context.Context, req *kmsg.FetchRequest) kmsg.Response {
+	if req.SessionID != 0 || req.SessionEpoch > 0 {
+		resp := req.ResponseKind().(*kmsg.FetchResponse)
+		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
+		return resp
+	}
+	deadline := time.Now().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
+	for {
+		waits := b.fetchWaitChannels(req)
+		resp, bytes, anyError := b.fetchOnce(req)
+		if bytes >= int(req.MinBytes) || anyError || req.MaxWaitMillis <= 0 {
+			return resp
+		}
+		remaining := time.Until(deadline)
+		if remaining <= 0 {
+			return resp
+		}
+		if !waitAny(ctx, waits, remaining) {
+			// Timed out or the connection/server is closing: answer with what we have.
+			resp, _, _ = b.fetchOnce(req)
+			return resp
+		}
+	}
+}
+
+// fetchWaitChannels collects the change notifications of the requested partitions,
+// taken before reading so that no append between read and wait is missed.
+func (b *Broker) fetchWaitChannels(req *kmsg.FetchRequest) []<-chan struct{} {
+	var chans []<-chan struct{}
+	for _, rt := range req.Topics {
+		ts := b.fetchTopic(req.Version, rt)
+		if ts == nil {
+			continue
+		}
+		for _, rp := range rt.Partitions {
+			if rp.Partition >= 0 && int(rp.Partition) < len(ts.logs) {
+				chans = append(chans, ts.logs[rp.Partition].Changed())
+			}
+		}
+	}
+	return chans
+}
+
+// waitAny waits until one channel is closed (true), or timeout / ctx (false).
+func waitAny(ctx context.Context, chans []<-chan struct{}, timeout time.Duration) bool {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	if len(chans) == 1 {
+		select {
+		case <-chans[0]:
+			return true
+		case <-t.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+	woke := make(chan struct{}, 1)
+	done := make(chan struct{})
+	defer close(done)
+	for _, c := range chans {
+		go func(c <-chan struct{}) {
+			select {
+			case <-c:
+				select {
+				case woke <- struct{}{}:
+				default:
+				}
+			case <-done:
+			}
+		}(c)
+	}
+	select {
+	case <-woke:
+		return true
+	case <-t.C:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (b *Broker) fetchTopic(version int16, rt kmsg.FetchRequestTopic) *topicState {
+	if version >= 13 {
+		return b.topicByID(rt.TopicID)
+	}
+	return b.topicState(rt.Topic)
+}
+
+// fetchOnce reads every requested partition once. It returns the response, the number
+// of record bytes in it, and whether any partition carries an error or a diverging
+// epoch (those are answered at once).
+func (b *Broker) fetchOnce(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, bool) {
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	maxBytes := int(req.MaxBytes)
+	if req.Version < 3 || maxBytes <= 0 {
+		maxBytes = 52428800
+	}
+	readCommitted := req.IsolationLevel == 1
+	total := 0
+	anyError := false
+	for _, rt := range req.Topics {
+		st := kmsg.NewFetchResponseTopic()
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		ts := b.fetchTopic(req.Version, rt)
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewFetchResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
+			if ts == nil || rp.Partition < 0 || int(rp.Partition) >= len(ts.logs) {
+				if ts == nil && req.Version >= 13 {
+					sp.ErrorCode = kerr.UnknownTopicID.Code
+				} else {
+					sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				}
+				anyError = true
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
+			l := ts.logs[rp.Partition]
+			n, stop := b.fetchPartition(l, rp, readCommitted, maxBytes-total, total == 0, &sp)
+			total += n
+			anyError = anyError || stop
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp, total, anyError
+}
+
+// fetchPartition fills sp for one partition and returns the record bytes added and
+// whether the partition must be answered at once (error or diverging epoch).
+func (b *Broker) fetchPartition(l *storage.Log, rp kmsg.FetchRequestTopicPartition, readCommitted bool, budget int, first bool, sp *kmsg.FetchResponseTopicPartition) (int, bool) {
+	epoch := leaderEpoch(l)
+	hw := l.LogEndOffset()
+	lso := hw
+	if fu, ok := l.FirstUnstableOffset(); ok && fu < lso {
+		lso = fu
+	}
+	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = hw, lso, l.LogStartOffset()
+	if rp.CurrentLeaderEpoch >= 0 {
+		if rp.CurrentLeaderEpoch < epoch {
+			sp.ErrorCode = kerr.FencedLeaderEpoch.Code
+			return 0, true
+		}
+		if rp.CurrentLeaderEpoch > epoch {
+			sp.ErrorCode = kerr.UnknownLeaderEpoch.Code
+			return 0, true
+		}
+	}
+	if rp.LastFetchedEpoch >= 0 {
+		e, end := l.EndOffsetForEpoch(rp.LastFetchedEpoch)
+		if e < rp.LastFetchedEpoch || end < rp.FetchOffset {
+			sp.DivergingEpoch.Epoch, sp.DivergingEpoch.EndOffset = e, end
+			return 0, true
+		}
+	}
+	maxOffset := hw
+	if readCommitted {
+		maxOffset = lso
+	}
+	limit := int(rp.PartitionMaxBytes)
+	if budget < limit {
+		limit = budget
+	}
+	if limit < 0 {
+		limit = 0
+	}
+	data, err := l.Read(rp.FetchOffset, int32(limit), maxOffset, first)
+	if err != nil {
+		sp.ErrorCode = kerr.OffsetOutOfRange.Code
+		if err != storage.ErrOffsetOutOfRange {
+			sp.ErrorCode = kerr.KafkaStorageError.Code
+			b.logger.Error("reading log", "dir", l.Dir(), "err", err)
+		}
+		return 0, true
+	}
+	sp.RecordBatches = data
+	if readCommitted && len(data) > 0 {
+		sp.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
+		for _, a := range l.AbortedTransactions(rp.FetchOffset, lastOffsetIn(data)+1) {
+			sp.AbortedTransactions = append(sp.AbortedTransactions, kmsg.FetchResponseTopicPartitionAbortedTransaction{ProducerID: a.ProducerID, FirstOffset: a.FirstOffset})
+		}
+	}
+	return len(data), false
+}
+
+// lastOffsetIn returns the last offset of the last whole batch in data.
+func lastOffsetIn(data []byte) int64 {
+	last := int64(-1)
+	for len(data) > 0 {
+		bt, rest, err := record.Next(data)
+		if err != nil {
+			break
+		}
+		last = bt.LastOffset()
+		data = rest
+	}
+	return last
+}

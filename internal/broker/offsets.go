@@ -1,0 +1,208 @@
+package broker
+
+// ListOffsets v1–8, OffsetForLeaderEpoch v2–4, DeleteRecords v0–2 and
+// DescribeProducers v0 (Kafka's ReplicaManager.fetchOffset, lastOffsetForLeaderEpoch,
+// deleteRecords and Partition.activeProducerState).
+
+import (
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/internal/storage"
+)
+
+// Special ListOffsets timestamps (Kafka's ListOffsetsRequest constants).
+const (
+	latestTimestamp        = -1
+	earliestTimestamp      = -2
+	maxTimestamp           = -3
+	earliestLocalTimestamp = -4
+	latestTieredTimestamp  = -5
+)
+
+func (b *Broker) handleListOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+	for _, rt := range req.Topics {
+		st := kmsg.NewListOffsetsResponseTopic()
+		st.Topic = rt.Topic
+		ts := b.topicState(rt.Topic)
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewListOffsetsResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, -1
+			if ts == nil || rp.Partition < 0 || int(rp.Partition) >= len(ts.logs) {
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
+			l := ts.logs[rp.Partition]
+			epoch := leaderEpoch(l)
+			if rp.CurrentLeaderEpoch >= 0 && rp.CurrentLeaderEpoch != epoch {
+				sp.ErrorCode = kerr.FencedLeaderEpoch.Code
+				if rp.CurrentLeaderEpoch > epoch {
+					sp.ErrorCode = kerr.UnknownLeaderEpoch.Code
+				}
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
+			switch rp.Timestamp {
+			case latestTimestamp, latestTieredTimestamp:
+				off := l.LogEndOffset()
+				if req.IsolationLevel == 1 {
+					if fu, ok := l.FirstUnstableOffset(); ok && fu < off {
+						off = fu
+					}
+				}
+				sp.Offset = off
+				sp.LeaderEpoch = epoch
+			case earliestTimestamp, earliestLocalTimestamp:
+				sp.Offset = l.LogStartOffset()
+				sp.LeaderEpoch = epochAt(l, sp.Offset)
+			case maxTimestamp:
+				off, t := l.MaxTimestamp()
+				sp.Offset, sp.Timestamp = off, t
+				if off >= 0 {
+					sp.LeaderEpoch = epochAt(l, off)
+				}
+			default:
+				if rp.Timestamp < 0 {
+					sp.ErrorCode = kerr.InvalidRequest.Code
+					break
+				}
+				off, t, found, err := l.OffsetForTimestamp(rp.Timestamp)
+				if err != nil {
+					sp.ErrorCode = kerr.KafkaStorageError.Code
+					break
+				}
+				if found {
+					sp.Offset, sp.Timestamp = off, t
+					sp.LeaderEpoch = epochAt(l, off)
+				}
+			}
+			if req.Version == 0 && sp.Offset >= 0 {
+				sp.OldStyleOffsets = []int64{sp.Offset}
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}
+
+// epochAt returns the leader epoch of the batch holding offset, from the epoch cache.
+func epochAt(l *storage.Log, offset int64) int32 {
+	epoch := int32(-1)
+	for _, e := range l.EpochEntries() {
+		if e.StartOffset > offset {
+			break
+		}
+		epoch = e.Epoch
+	}
+	return epoch
+}
+
+func (b *Broker) handleOffsetForLeaderEpoch(req *kmsg.OffsetForLeaderEpochRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+	for _, rt := range req.Topics {
+		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
+		st.Topic = rt.Topic
+		ts := b.topicState(rt.Topic)
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.LeaderEpoch, sp.EndOffset = -1, -1
+			if ts == nil || rp.Partition < 0 || int(rp.Partition) >= len(ts.logs) {
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
+			l := ts.logs[rp.Partition]
+			epoch := leaderEpoch(l)
+			switch {
+			case rp.CurrentLeaderEpoch >= 0 && rp.CurrentLeaderEpoch < epoch:
+				sp.ErrorCode = kerr.FencedLeaderEpoch.Code
+			case rp.CurrentLeaderEpoch > epoch:
+				sp.ErrorCode = kerr.UnknownLeaderEpoch.Code
+			default:
+				sp.LeaderEpoch, sp.EndOffset = l.EndOffsetForEpoch(rp.LeaderEpoch)
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}
+
+func (b *Broker) handleDeleteRecords(req *kmsg.DeleteRecordsRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
+	for _, rt := range req.Topics {
+		st := kmsg.NewDeleteRecordsResponseTopic()
+		st.Topic = rt.Topic
+		ts := b.topicState(rt.Topic)
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewDeleteRecordsResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.LowWatermark = -1
+			if ts == nil || rp.Partition < 0 || int(rp.Partition) >= len(ts.logs) {
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
+			l := ts.logs[rp.Partition]
+			// DeleteRecords has no error message field: the refusal is POLICY_VIOLATION
+			// alone (spec §10).
+			if ok, msg := b.checkMirrorWrite(rt.Topic, rp.Partition, "delete records"); !ok {
+				sp.ErrorCode = kerr.PolicyViolation.Code
+				b.logger.Info("DeleteRecords refused", "topic", rt.Topic, "partition", rp.Partition, "reason", msg)
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
+			off := rp.Offset
+			if off == -1 { // delete up to the high watermark
+				off = l.LogEndOffset()
+			}
+			if off < 0 || off > l.LogEndOffset() {
+				sp.ErrorCode = kerr.OffsetOutOfRange.Code
+			} else if err := l.AdvanceLogStartOffset(off); err != nil {
+				if errors.Is(err, storage.ErrOffsetOutOfRange) {
+					sp.ErrorCode = kerr.OffsetOutOfRange.Code
+				} else {
+					sp.ErrorCode = kerr.KafkaStorageError.Code
+				}
+			}
+			sp.LowWatermark = l.LogStartOffset()
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}
+
+func (b *Broker) handleDescribeProducers(req *kmsg.DescribeProducersRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.DescribeProducersResponse)
+	for _, rt := range req.Topics {
+		st := kmsg.NewDescribeProducersResponseTopic()
+		st.Topic = rt.Topic
+		ts := b.topicState(rt.Topic)
+		for _, p := range rt.Partitions {
+			sp := kmsg.NewDescribeProducersResponseTopicPartition()
+			sp.Partition = p
+			if ts == nil || p < 0 || int(p) >= len(ts.logs) {
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
+			for _, e := range ts.logs[p].ProducerEntries() {
+				sp.ActiveProducers = append(sp.ActiveProducers, kmsg.DescribeProducersResponseTopicPartitionActiveProducer{
+					ProducerID: e.ProducerID, ProducerEpoch: int32(e.ProducerEpoch), LastSequence: e.LastSequence,
+					LastTimestamp: e.LastTimestamp, CoordinatorEpoch: e.CoordinatorEpoch, CurrentTxnStartOffset: e.CurrentTxnStartOffset,
+				})
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}

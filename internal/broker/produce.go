@@ -1,0 +1,170 @@
+package broker
+
+// Produce v3–11 and InitProducerId v0–5 (idempotent producers only; kmirror has no
+// transaction coordinator yet). Follows Kafka's KafkaApis.handleProduceRequest,
+// ReplicaManager.appendRecords and LogValidator.
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/internal/metadata"
+	"github.com/kmirror/kmirror/internal/storage"
+)
+
+func (b *Broker) handleProduce(_ context.Context, req *kmsg.ProduceRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	badAcks := req.Acks != 0 && req.Acks != 1 && req.Acks != -1
+	now := time.Now().UnixMilli()
+	for _, rt := range req.Topics {
+		st := kmsg.NewProduceResponseTopic()
+		st.Topic = rt.Topic
+		st.TopicID = rt.TopicID
+		ts := b.topicState(rt.Topic)
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewProduceResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = -1, -1, -1
+			fail := func(e *kerr.Error, msg string) {
+				sp.ErrorCode = e.Code
+				if msg != "" {
+					sp.ErrorMessage = strp(msg)
+				}
+			}
+			switch {
+			case badAcks:
+				fail(kerr.InvalidRequiredAcks, "")
+			case ts == nil || rp.Partition < 0 || int(rp.Partition) >= len(ts.logs):
+				fail(kerr.UnknownTopicOrPartition, "")
+			case isInternalTopic(rt.Topic):
+				fail(kerr.InvalidTopicException, "clients may not produce to the internal topic "+rt.Topic)
+			default:
+				if ok, msg := b.checkMirrorWrite(rt.Topic, rp.Partition, "produce"); !ok {
+					fail(kerr.PolicyViolation, msg)
+					break
+				}
+				b.produceOne(ts, ts.logs[rp.Partition], rp.Records, now, &sp)
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	if req.Acks == 0 {
+		return nil
+	}
+	return resp
+}
+
+// produceOne validates and appends one partition's batch as leader.
+func (b *Broker) produceOne(ts *topicState, l *storage.Log, records []byte, now int64, sp *kmsg.ProduceResponseTopicPartition) {
+	rules := b.produceRules(ts.meta, now)
+	batch, err := validateProduce(records, rules)
+	if err != nil {
+		var ve *validationError
+		errors.As(err, &ve)
+		sp.ErrorCode = ve.code.Code
+		sp.ErrorMessage = strp(ve.msg)
+		sp.ErrorRecords = nil
+		return
+	}
+	if batch.IsTransactional() {
+		sp.ErrorCode = kerr.InvalidTxnState.Code
+		sp.ErrorMessage = strp("kmirror does not coordinate transactions yet")
+		return
+	}
+	appendTime := int64(-1)
+	if rules.logAppendTime {
+		appendTime = now
+	}
+	info, err := l.AppendAsLeader(batch, leaderEpoch(l), appendTime)
+	if err != nil {
+		code := appendErrorCode(err)
+		sp.ErrorCode = code.Code
+		sp.ErrorMessage = strp(err.Error())
+		return
+	}
+	sp.BaseOffset = info.FirstOffset
+	sp.LogAppendTime = appendTime
+	sp.LogStartOffset = l.LogStartOffset()
+}
+
+// appendErrorCode maps storage errors to Kafka error codes.
+func appendErrorCode(err error) *kerr.Error {
+	switch {
+	case errors.Is(err, storage.ErrOutOfOrderSequence):
+		return kerr.OutOfOrderSequenceNumber
+	case errors.Is(err, storage.ErrInvalidProducerEpoch):
+		return kerr.InvalidProducerEpoch
+	case errors.Is(err, storage.ErrCorrupt):
+		return kerr.CorruptMessage
+	case errors.Is(err, storage.ErrOffsetOutOfRange):
+		return kerr.OffsetOutOfRange
+	default:
+		return kerr.KafkaStorageError
+	}
+}
+
+func (b *Broker) produceRules(t *metadata.Topic, now int64) produceRules {
+	policy, _ := b.topicConfig(t, "cleanup.policy")
+	tsType, _ := b.topicConfig(t, "message.timestamp.type")
+	return produceRules{
+		maxMessageBytes: b.topicInt(t, "max.message.bytes"),
+		compacted:       strings.Contains(policy, "compact"),
+		logAppendTime:   strings.EqualFold(tsType, "LogAppendTime"),
+		beforeMaxMs:     b.topicInt(t, "message.timestamp.before.max.ms"),
+		afterMaxMs:      b.topicInt(t, "message.timestamp.after.max.ms"),
+		nowMs:           now,
+	}
+}
+
+// checkMirrorWrite asks the mirror manager whether a write may touch the topic
+// (partition −1 = every partition). Refusals carry the spec §10 message.
+func (b *Broker) checkMirrorWrite(topic string, partition int32, op string) (bool, string) {
+	if b.mirrors == nil {
+		return true, ""
+	}
+	if partition >= 0 {
+		return b.mirrors.CheckWrite(topic, partition, op)
+	}
+	t := b.meta.Image().Topics[topic]
+	if t == nil {
+		return true, ""
+	}
+	for p := int32(0); p < t.Partitions; p++ {
+		if ok, msg := b.mirrors.CheckWrite(topic, p, op); !ok {
+			return false, msg
+		}
+	}
+	return true, ""
+}
+
+func (b *Broker) handleInitProducerID(req *kmsg.InitProducerIDRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
+	resp.ProducerID, resp.ProducerEpoch = -1, -1
+	if req.TransactionalID != nil {
+		// No transaction coordinator yet: FindCoordinator(transaction) answers
+		// COORDINATOR_NOT_AVAILABLE, and so does this.
+		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		return resp
+	}
+	if req.ProducerID >= 0 && req.ProducerEpoch >= 0 {
+		// KIP-360: an idempotent producer bumping its epoch. Epoch overflow gets a
+		// new ID, as Kafka's ProducerIdManager does.
+		if req.ProducerEpoch < 32766 {
+			resp.ProducerID, resp.ProducerEpoch = req.ProducerID, req.ProducerEpoch+1
+			return resp
+		}
+	}
+	id, err := b.pids.Next()
+	if err != nil {
+		resp.ErrorCode = kerr.UnknownServerError.Code
+		return resp
+	}
+	resp.ProducerID, resp.ProducerEpoch = id, 0
+	return resp
+}

@@ -1,0 +1,186 @@
+package broker
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kmirror/kmirror/internal/config"
+	"github.com/kmirror/kmirror/internal/metadata"
+	"github.com/kmirror/kmirror/internal/storage"
+)
+
+// readOrCreateMetaProperties reads cluster.id from <dir>/meta.properties, or writes a
+// new one (version 1, a random cluster ID as kafka-storage random-uuid prints it, and
+// node.id) on first start. A node.id that differs from the file's is an error, as in
+// Kafka.
+func readOrCreateMetaProperties(dir string, nodeID int32) (string, error) {
+	path := filepath.Join(dir, "meta.properties")
+	if props, err := config.ReadProperties(path); err == nil {
+		id := props["cluster.id"]
+		if id == "" {
+			return "", fmt.Errorf("%s: no cluster.id", path)
+		}
+		if n, ok := props["node.id"]; ok && n != strconv.Itoa(int(nodeID)) {
+			return "", fmt.Errorf("%s: node.id %s does not match the configured node.id %d", path, n, nodeID)
+		}
+		return id, nil
+	} else if !os.IsNotExist(err) {
+		return "", err
+	}
+	var u [16]byte
+	if _, err := rand.Read(u[:]); err != nil {
+		return "", err
+	}
+	id := base64.RawURLEncoding.EncodeToString(u[:])
+	body := fmt.Sprintf("#\n#kmirror\nversion=1\ncluster.id=%s\nnode.id=%d\n", id, nodeID)
+	return id, writeFileAtomic(path, []byte(body))
+}
+
+// writeFileAtomic writes tmp → fsync → rename → fsync(dir).
+func writeFileAtomic(path string, data []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// producerIDs hands out producer IDs in blocks whose end is persisted before use, so a
+// restarted broker never reuses an ID (Kafka's ProducerIdManager with blocks of 1000).
+type producerIDs struct {
+	mu    sync.Mutex
+	path  string
+	next  int64
+	limit int64
+}
+
+const producerIDBlock = 1000
+
+func openProducerIDs(path string) (*producerIDs, error) {
+	p := &producerIDs{path: path}
+	if b, err := os.ReadFile(path); err == nil {
+		n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", path, err)
+		}
+		p.next, p.limit = n, n
+	} else if !os.IsNotExist(err) {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Next returns a producer ID never handed out before by this broker.
+func (p *producerIDs) Next() (int64, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.next >= p.limit {
+		limit := p.next + producerIDBlock
+		if err := writeFileAtomic(p.path, []byte(strconv.FormatInt(limit, 10))); err != nil {
+			return 0, err
+		}
+		p.limit = limit
+	}
+	id := p.next
+	p.next++
+	return id, nil
+}
+
+// topicConfig resolves a topic's effective config value: the topic's own setting, else
+// the broker's (dynamic, then static) value of its synonym, else the default.
+func (b *Broker) topicConfig(t *metadata.Topic, name string) (value string, source int8) {
+	if v, ok := t.Configs[name]; ok {
+		return v, sourceDynamicTopic
+	}
+	return b.topicDefault(name)
+}
+
+// topicDefault is a topic config's value when the topic does not set it.
+func (b *Broker) topicDefault(name string) (string, int8) {
+	d := config.Topic[name]
+	if d == nil {
+		return "", sourceDefault
+	}
+	if d.Synonym != "" {
+		if v, ok := b.meta.Image().BrokerConfigs[d.Synonym]; ok {
+			return v, sourceDynamicDefaultBroker
+		}
+		if v, ok := b.cfg.Get(d.Synonym); ok {
+			return v, sourceStaticBroker
+		}
+		if bd := config.Broker[d.Synonym]; bd != nil {
+			return bd.Default, sourceDefault
+		}
+	}
+	return d.Default, sourceDefault
+}
+
+func (b *Broker) topicInt(t *metadata.Topic, name string) int64 {
+	v, _ := b.topicConfig(t, name)
+	n, _ := strconv.ParseInt(v, 10, 64)
+	return n
+}
+
+// storageConfig builds the log settings of a topic.
+func (b *Broker) storageConfig(t *metadata.Topic) storage.Config {
+	c := storage.DefaultConfig()
+	c.SegmentBytes = b.topicInt(t, "segment.bytes")
+	c.SegmentMs = b.topicInt(t, "segment.ms")
+	c.RetentionMs = b.topicInt(t, "retention.ms")
+	c.RetentionBytes = b.topicInt(t, "retention.bytes")
+	c.IndexIntervalBytes = int32(b.topicInt(t, "index.interval.bytes"))
+	c.SegmentIndexBytes = int32(b.topicInt(t, "segment.index.bytes"))
+	c.FlushIntervalMessages = b.topicInt(t, "flush.messages")
+	c.FlushIntervalMs = b.topicInt(t, "flush.ms")
+	return c
+}
+
+// Config sources of DescribeConfigs (Kafka's ConfigSource).
+const (
+	sourceDynamicTopic         int8 = 1
+	sourceDynamicBroker        int8 = 2
+	sourceDynamicDefaultBroker int8 = 3
+	sourceStaticBroker         int8 = 4
+	sourceDefault              int8 = 5
+)
+
+// leaderEpoch is the partition's leader epoch as this single-node broker reports and
+// stamps it: the newest epoch in the leader-epoch cache, or 0 (docs/architecture.md).
+func leaderEpoch(l *storage.Log) int32 {
+	if e := l.LatestEpoch(); e > 0 {
+		return e
+	}
+	return 0
+}
+
+// topicIDString renders a topic ID as Kafka's Uuid.toString does (base64url, no padding).
+func topicIDString(id [16]byte) string { return base64.RawURLEncoding.EncodeToString(id[:]) }
+
+func nowMs() int64 { return time.Now().UnixMilli() }

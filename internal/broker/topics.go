@@ -1,0 +1,339 @@
+package broker
+
+// Topic administration and cluster description: Metadata v0–12, DescribeCluster v0–1,
+// CreateTopics v2–7, DeleteTopics v1–6, CreatePartitions v0–3 (Kafka's KafkaApis and
+// ControllerApis for a single node).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/internal/config"
+	"github.com/kmirror/kmirror/internal/metadata"
+)
+
+var legalTopic = regexp.MustCompile(`^[a-zA-Z0-9._-]+$`)
+
+// validateTopicName follows Kafka's Topic.validate: INVALID_TOPIC_EXCEPTION.
+func validateTopicName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("topic name is empty")
+	case name == "." || name == "..":
+		return fmt.Errorf("topic name %q is not allowed", name)
+	case len(name) > 249:
+		return fmt.Errorf("topic name is longer than 249 characters")
+	case !legalTopic.MatchString(name):
+		return fmt.Errorf("topic name %q contains characters other than ASCII alphanumerics, '.', '_' and '-'", name)
+	}
+	return nil
+}
+
+func strp(s string) *string { return &s }
+
+func isInternalTopic(name string) bool {
+	return name == OffsetsTopic || name == "__mirror_state" || name == "__transaction_state"
+}
+
+func (b *Broker) handleMetadata(ctx context.Context, req *kmsg.MetadataRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: b.nodeID, Host: b.host, Port: b.port}}
+	resp.ClusterID = strp(b.ClusterID())
+	resp.ControllerID = b.nodeID
+	im := b.meta.Image()
+	var topics []*metadata.Topic
+	if req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0) {
+		for _, t := range im.Topics {
+			topics = append(topics, t)
+		}
+		sort.Slice(topics, func(i, j int) bool { return topics[i].Name < topics[j].Name })
+	} else {
+		for _, rt := range req.Topics {
+			var t *metadata.Topic
+			name := ""
+			if rt.Topic != nil {
+				name = *rt.Topic
+				t = im.Topics[name]
+			} else if rt.TopicID != [16]byte{} {
+				t = im.TopicsByID[rt.TopicID]
+			}
+			if t == nil && name != "" && (req.Version < 4 || req.AllowAutoTopicCreation) && b.cfg.Bool("auto.create.topics.enable") && !isInternalTopic(name) {
+				if validateTopicName(name) == nil {
+					if err := b.autoCreate(ctx, name); err == nil {
+						t = b.meta.Image().Topics[name]
+					}
+				}
+			}
+			if t == nil {
+				code := kerr.UnknownTopicOrPartition.Code
+				if name != "" && validateTopicName(name) != nil {
+					code = kerr.InvalidTopicException.Code
+				}
+				mt := kmsg.NewMetadataResponseTopic()
+				mt.ErrorCode = code
+				if name != "" {
+					mt.Topic = strp(name)
+				} else {
+					mt.TopicID = rt.TopicID
+				}
+				resp.Topics = append(resp.Topics, mt)
+				continue
+			}
+			topics = append(topics, t)
+		}
+	}
+	for _, t := range topics {
+		mt := kmsg.NewMetadataResponseTopic()
+		mt.Topic = strp(t.Name)
+		mt.TopicID = t.ID
+		mt.IsInternal = isInternalTopic(t.Name)
+		for p := int32(0); p < t.Partitions; p++ {
+			mp := kmsg.NewMetadataResponseTopicPartition()
+			mp.Partition = p
+			mp.Leader = b.nodeID
+			if l := b.partitionLog(t.Name, p); l != nil {
+				mp.LeaderEpoch = leaderEpoch(l)
+			} else {
+				mp.ErrorCode = kerr.LeaderNotAvailable.Code
+			}
+			mp.Replicas = []int32{b.nodeID}
+			mp.ISR = []int32{b.nodeID}
+			mt.Partitions = append(mt.Partitions, mp)
+		}
+		resp.Topics = append(resp.Topics, mt)
+	}
+	return resp
+}
+
+// autoCreate creates a topic with num.partitions, as Kafka's AutoTopicCreationManager.
+func (b *Broker) autoCreate(ctx context.Context, name string) error {
+	_, err := b.createTopic(ctx, name, metadata.NewTopicID(), b.cfg.Int32("num.partitions"), nil, nil)
+	if errors.Is(err, metadata.ErrTopicExists) {
+		return nil
+	}
+	return err
+}
+
+// createTopic writes the topic record and opens its logs.
+func (b *Broker) createTopic(ctx context.Context, name string, id metadata.TopicID, partitions int32, configs map[string]string, mirror *metadata.MirrorTopic) (*metadata.Topic, error) {
+	if configs == nil {
+		configs = map[string]string{}
+	}
+	im, err := b.meta.Apply(ctx, &metadata.TopicRecord{Name: name, ID: id, Partitions: partitions, Configs: configs, Mirror: mirror})
+	if err != nil {
+		return nil, err
+	}
+	if err := b.reconcile(); err != nil {
+		return nil, err
+	}
+	return im.Topics[name], nil
+}
+
+// CreateTopic creates a topic with a given topic ID (mirror.Local): an existing topic
+// with the same name and ID succeeds and gets the mirror association, another ID is an
+// error (spec §2).
+func (b *Broker) CreateTopic(ctx context.Context, name string, id metadata.TopicID, partitions int32, configs map[string]string, mirror *metadata.MirrorTopic) error {
+	if t, ok := b.meta.Image().Topics[name]; ok {
+		if t.ID != id {
+			return fmt.Errorf("topic %s already exists on the destination with topic ID %s, not the source's %s", name, topicIDString(t.ID), topicIDString(id))
+		}
+		if mirror != nil {
+			if _, err := b.meta.Apply(ctx, &metadata.MirrorTopicRecord{Topic: name, Mirror: mirror}); err != nil {
+				return err
+			}
+		}
+		return b.reconcile()
+	}
+	_, err := b.createTopic(ctx, name, id, partitions, configs, mirror)
+	return err
+}
+
+// CreatePartitions grows a topic (mirror.Local, for source partition growth).
+func (b *Broker) CreatePartitions(ctx context.Context, name string, count int32) error {
+	if _, err := b.meta.Apply(ctx, &metadata.PartitionCountRecord{Name: name, Partitions: count}); err != nil {
+		return err
+	}
+	return b.reconcile()
+}
+
+func (b *Broker) handleDescribeCluster(req *kmsg.DescribeClusterRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
+	resp.EndpointType = req.EndpointType
+	resp.ClusterID = b.ClusterID()
+	resp.ControllerID = b.nodeID
+	resp.ClusterAuthorizedOperations = -2147483648
+	resp.Brokers = []kmsg.DescribeClusterResponseBroker{{NodeID: b.nodeID, Host: b.host, Port: b.port}}
+	return resp
+}
+
+// validateTopicConfigs checks CreateTopics/alter configs against the topic definitions;
+// the error is INVALID_CONFIG with a message naming the key.
+func validateTopicConfigs(cfgs map[string]string) error {
+	_, err := config.NewValues(config.Topic, cfgs, true)
+	return err
+}
+
+func (b *Broker) handleCreateTopics(ctx context.Context, req *kmsg.CreateTopicsRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+	seen := map[string]int{}
+	for _, rt := range req.Topics {
+		seen[rt.Topic]++
+	}
+	for _, rt := range req.Topics {
+		st := kmsg.NewCreateTopicsResponseTopic()
+		st.Topic = rt.Topic
+		fail := func(e *kerr.Error, msg string) {
+			st.ErrorCode = e.Code
+			st.ErrorMessage = strp(msg)
+			st.NumPartitions, st.ReplicationFactor = -1, -1
+		}
+		cfgs := map[string]string{}
+		for _, c := range rt.Configs {
+			if c.Value != nil {
+				cfgs[c.Name] = *c.Value
+			}
+		}
+		partitions := rt.NumPartitions
+		if partitions == -1 {
+			partitions = b.cfg.Int32("num.partitions")
+		}
+		rf := rt.ReplicationFactor
+		if rf == -1 {
+			rf = int16(b.cfg.Int32("default.replication.factor"))
+		}
+		switch {
+		case seen[rt.Topic] > 1:
+			fail(kerr.InvalidRequest, "Create topics request from client contains the topic "+rt.Topic+" more than once")
+		case validateTopicName(rt.Topic) != nil:
+			fail(kerr.InvalidTopicException, validateTopicName(rt.Topic).Error())
+		case b.meta.Image().Topics[rt.Topic] != nil:
+			fail(kerr.TopicAlreadyExists, "Topic '"+rt.Topic+"' already exists.")
+		case len(rt.ReplicaAssignment) > 0:
+			fail(kerr.InvalidReplicaAssignment, "manual replica assignment is not supported by single-node kmirror")
+		case partitions <= 0:
+			fail(kerr.InvalidPartitions, "Number of partitions must be larger than 0.")
+		case rf <= 0:
+			fail(kerr.InvalidReplicationFactor, "Replication factor must be larger than 0.")
+		case rf > 1:
+			fail(kerr.InvalidReplicationFactor, fmt.Sprintf("Unable to replicate the partition %d time(s): The target replication factor of %d cannot be reached because only 1 broker(s) are registered.", rf, rf))
+		case validateTopicConfigs(cfgs) != nil:
+			fail(kerr.InvalidConfig, validateTopicConfigs(cfgs).Error())
+		case req.ValidateOnly:
+			st.NumPartitions, st.ReplicationFactor = partitions, rf
+		default:
+			t, err := b.createTopic(ctx, rt.Topic, metadata.NewTopicID(), partitions, cfgs, nil)
+			if errors.Is(err, metadata.ErrTopicExists) {
+				fail(kerr.TopicAlreadyExists, "Topic '"+rt.Topic+"' already exists.")
+				break
+			} else if err != nil {
+				fail(kerr.UnknownServerError, err.Error())
+				break
+			}
+			st.TopicID = t.ID
+			st.NumPartitions, st.ReplicationFactor = partitions, rf
+			st.Configs = b.createTopicsConfigs(t)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}
+
+func (b *Broker) createTopicsConfigs(t *metadata.Topic) []kmsg.CreateTopicsResponseTopicConfig {
+	var out []kmsg.CreateTopicsResponseTopicConfig
+	for _, name := range config.Topic.Names() {
+		v, src := b.topicConfig(t, name)
+		out = append(out, kmsg.CreateTopicsResponseTopicConfig{Name: name, Value: strp(v), Source: src})
+	}
+	return out
+}
+
+func (b *Broker) handleDeleteTopics(ctx context.Context, req *kmsg.DeleteTopicsRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
+	type target struct {
+		name *string
+		id   [16]byte
+	}
+	var targets []target
+	for _, n := range req.TopicNames {
+		targets = append(targets, target{name: strp(n)})
+	}
+	for _, t := range req.Topics {
+		targets = append(targets, target{name: t.Topic, id: t.TopicID})
+	}
+	for _, tg := range targets {
+		st := kmsg.NewDeleteTopicsResponseTopic()
+		st.Topic, st.TopicID = tg.name, tg.id
+		im := b.meta.Image()
+		var t *metadata.Topic
+		if tg.name != nil {
+			t = im.Topics[*tg.name]
+		} else {
+			t = im.TopicsByID[tg.id]
+		}
+		switch {
+		case t == nil && tg.name == nil:
+			st.ErrorCode = kerr.UnknownTopicID.Code
+		case t == nil:
+			st.ErrorCode = kerr.UnknownTopicOrPartition.Code
+		case isInternalTopic(t.Name):
+			st.ErrorCode = kerr.TopicDeletionDisabled.Code
+			st.ErrorMessage = strp("internal topics cannot be deleted")
+		default:
+			st.Topic, st.TopicID = strp(t.Name), t.ID
+			if ok, msg := b.checkMirrorWrite(t.Name, -1, "delete topics"); !ok {
+				st.ErrorCode = kerr.PolicyViolation.Code
+				st.ErrorMessage = strp(msg)
+				break
+			}
+			if _, err := b.meta.Apply(ctx, &metadata.RemoveTopicRecord{ID: t.ID}); err != nil {
+				st.ErrorCode = kerr.UnknownServerError.Code
+				st.ErrorMessage = strp(err.Error())
+				break
+			}
+			if err := b.reconcile(); err != nil {
+				b.logger.Error("deleting topic logs", "topic", t.Name, "err", err)
+			}
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}
+
+func (b *Broker) handleCreatePartitions(ctx context.Context, req *kmsg.CreatePartitionsRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
+	for _, rt := range req.Topics {
+		st := kmsg.NewCreatePartitionsResponseTopic()
+		st.Topic = rt.Topic
+		fail := func(e *kerr.Error, msg string) { st.ErrorCode = e.Code; st.ErrorMessage = strp(msg) }
+		t := b.meta.Image().Topics[rt.Topic]
+		switch {
+		case t == nil:
+			fail(kerr.UnknownTopicOrPartition, "The topic '"+rt.Topic+"' does not exist.")
+		case rt.Count < t.Partitions:
+			fail(kerr.InvalidPartitions, fmt.Sprintf("The topic %s currently has %d partition(s); %d would not be an increase.", rt.Topic, t.Partitions, rt.Count))
+		case rt.Count == t.Partitions:
+			fail(kerr.InvalidPartitions, fmt.Sprintf("Topic already has %d partition(s).", t.Partitions))
+		case len(rt.Assignment) > 0:
+			fail(kerr.InvalidReplicaAssignment, "manual replica assignment is not supported by single-node kmirror")
+		default:
+			if ok, msg := b.checkMirrorWrite(rt.Topic, -1, "create partitions"); !ok {
+				fail(kerr.PolicyViolation, msg)
+				break
+			}
+			if req.ValidateOnly {
+				break
+			}
+			if err := b.CreatePartitions(ctx, rt.Topic, rt.Count); err != nil {
+				fail(kerr.UnknownServerError, err.Error())
+			}
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}

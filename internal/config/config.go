@@ -1,0 +1,242 @@
+// Package config holds kmirror's typed broker and topic configuration with Apache
+// Kafka's names, defaults and validation (Kafka's KafkaConfig, LogConfig/TopicConfig and
+// ConfigDef). docs/configuration.md is generated from the definitions here
+// (`go run ./cmd/kmirror config-docs`), so the two cannot drift.
+package config
+
+import (
+	"bufio"
+	"fmt"
+	"math"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Type is the type of a config value, as Kafka's ConfigDef.Type.
+type Type int8
+
+// Config value types; the numbers are Kafka's DescribeConfigs ConfigType codes.
+const (
+	TypeBoolean  Type = 1
+	TypeString   Type = 2
+	TypeInt      Type = 3
+	TypeShort    Type = 4
+	TypeLong     Type = 5
+	TypeDouble   Type = 6
+	TypeList     Type = 7
+	TypePassword Type = 9
+)
+
+// Def defines one config key: its Kafka name, type, default (as text; "" with
+// NoDefault for required keys), unit and meaning, and for topic configs the broker
+// key that supplies the default (Kafka's synonym).
+type Def struct {
+	Name      string
+	Type      Type
+	Default   string
+	Unit      string
+	Doc       string
+	Synonym   string   // broker config that provides the topic default, e.g. log.retention.ms
+	Valid     []string // allowed values for enumerations (lower-case)
+	Min       float64  // inclusive lower bound for numbers (ignored when MinSet is false)
+	MinSet    bool
+	Sensitive bool
+}
+
+// Validate parses v for d and returns a one-line error naming the key and the problem.
+func (d *Def) Validate(v string) error {
+	v = strings.TrimSpace(v)
+	bad := func(why string) error { return fmt.Errorf("invalid value %q for configuration %s: %s", v, d.Name, why) }
+	switch d.Type {
+	case TypeBoolean:
+		if v != "true" && v != "false" {
+			return bad("expected true or false")
+		}
+	case TypeInt, TypeShort, TypeLong:
+		bits := 64
+		if d.Type == TypeInt {
+			bits = 32
+		} else if d.Type == TypeShort {
+			bits = 16
+		}
+		n, err := strconv.ParseInt(v, 10, bits)
+		if err != nil {
+			return bad("expected an integer")
+		}
+		if d.MinSet && float64(n) < d.Min {
+			return bad(fmt.Sprintf("value must be at least %v", d.Min))
+		}
+	case TypeDouble:
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return bad("expected a number")
+		}
+		if d.MinSet && f < d.Min {
+			return bad(fmt.Sprintf("value must be at least %v", d.Min))
+		}
+	case TypeList:
+		if len(d.Valid) > 0 {
+			for _, p := range strings.Split(v, ",") {
+				if !contains(d.Valid, strings.ToLower(strings.TrimSpace(p))) {
+					return bad("allowed values are " + strings.Join(d.Valid, ", "))
+				}
+			}
+		}
+	case TypeString:
+		if len(d.Valid) > 0 && !contains(d.Valid, strings.ToLower(v)) {
+			return bad("allowed values are " + strings.Join(d.Valid, ", "))
+		}
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Set is a set of definitions by name.
+type Set map[string]*Def
+
+// Names returns the keys sorted.
+func (s Set) Names() []string {
+	names := make([]string, 0, len(s))
+	for n := range s {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func define(defs ...Def) Set {
+	s := make(Set, len(defs))
+	for i := range defs {
+		s[defs[i].Name] = &defs[i]
+	}
+	return s
+}
+
+func minimum(d Def, m float64) Def { d.Min, d.MinSet = m, true; return d }
+
+// Values is a resolved configuration: explicitly set values over definitions' defaults.
+type Values struct {
+	defs Set
+	set  map[string]string
+}
+
+// NewValues validates set against defs. Unknown keys are an error naming the key when
+// strict is true (topic configs), and kept but ignored otherwise (server.properties may
+// carry keys for features kmirror does not have yet; Kafka warns likewise).
+func NewValues(defs Set, set map[string]string, strict bool) (*Values, error) {
+	v := &Values{defs: defs, set: map[string]string{}}
+	for k, val := range set {
+		d, ok := defs[k]
+		if !ok {
+			if strict {
+				return nil, fmt.Errorf("unknown configuration %q", k)
+			}
+			v.set[k] = val
+			continue
+		}
+		if err := d.Validate(val); err != nil {
+			return nil, err
+		}
+		v.set[k] = strings.TrimSpace(val)
+	}
+	return v, nil
+}
+
+// Get returns the explicit value or the default, and whether it was set explicitly.
+func (v *Values) Get(name string) (string, bool) {
+	if s, ok := v.set[name]; ok {
+		return s, true
+	}
+	if d, ok := v.defs[name]; ok {
+		return d.Default, false
+	}
+	return "", false
+}
+
+// Explicit returns a copy of the explicitly set values.
+func (v *Values) Explicit() map[string]string {
+	out := make(map[string]string, len(v.set))
+	for k, s := range v.set {
+		out[k] = s
+	}
+	return out
+}
+
+// Int64 returns an integer config; -1 stands for "unlimited" where Kafka uses it.
+func (v *Values) Int64(name string) int64 {
+	s, _ := v.Get(name)
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+// Int32 returns an int config, clamped to int32.
+func (v *Values) Int32(name string) int32 {
+	n := v.Int64(name)
+	if n > math.MaxInt32 {
+		return math.MaxInt32
+	}
+	return int32(n)
+}
+
+// Float returns a double config.
+func (v *Values) Float(name string) float64 {
+	s, _ := v.Get(name)
+	f, _ := strconv.ParseFloat(s, 64)
+	return f
+}
+
+// Bool returns a boolean config.
+func (v *Values) Bool(name string) bool { s, _ := v.Get(name); return s == "true" }
+
+// String returns a string config.
+func (v *Values) String(name string) string { s, _ := v.Get(name); return s }
+
+// ReadProperties reads a Java properties file (key=value or key: value, '#'/'!'
+// comments, trailing-backslash continuations). Errors name the file and line.
+func ReadProperties(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	out := map[string]string{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	lineNo := 0
+	var pending string
+	for sc.Scan() {
+		lineNo++
+		line := strings.TrimLeft(sc.Text(), " \t")
+		if pending == "" && (line == "" || line[0] == '#' || line[0] == '!') {
+			continue
+		}
+		if strings.HasSuffix(line, `\`) {
+			pending += strings.TrimSuffix(line, `\`)
+			continue
+		}
+		line = pending + line
+		pending = ""
+		i := strings.IndexAny(line, "=:")
+		if i <= 0 {
+			return nil, fmt.Errorf("%s:%d: expected key=value, got %q", path, lineNo, line)
+		}
+		out[strings.TrimSpace(line[:i])] = strings.TrimSpace(line[i+1:])
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return out, nil
+}

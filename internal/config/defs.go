@@ -1,0 +1,111 @@
+package config
+
+import (
+	"strconv"
+)
+
+const (
+	day    = 24 * 60 * 60 * 1000
+	maxI64 = "9223372036854775807"
+)
+
+// Broker holds the broker-level definitions (server.properties and dynamic broker
+// configs), following Kafka's KafkaConfig, plus the mirror.* keys of the cluster
+// mirroring spec, section 11.
+var Broker = define(
+	Def{Name: "node.id", Type: TypeInt, Default: "1", Doc: "The broker's node ID."},
+	Def{Name: "listeners", Type: TypeString, Default: "PLAINTEXT://localhost:9092", Doc: "Listener to bind (one PLAINTEXT listener)."},
+	Def{Name: "advertised.listeners", Type: TypeString, Default: "", Doc: "Listener given to clients in Metadata; defaults to listeners."},
+	Def{Name: "log.dirs", Type: TypeString, Default: "./data", Doc: "Data directory (one)."},
+	Def{Name: "log.dir", Type: TypeString, Default: "", Doc: "Alias of log.dirs, used when log.dirs is unset."},
+	minimum(Def{Name: "num.partitions", Type: TypeInt, Default: "1", Doc: "Partitions of auto-created topics and of CreateTopics with -1."}, 1),
+	minimum(Def{Name: "default.replication.factor", Type: TypeShort, Default: "1", Doc: "Replication factor of auto-created topics."}, 1),
+	Def{Name: "auto.create.topics.enable", Type: TypeBoolean, Default: "true", Doc: "Create topics on Metadata and Produce requests for unknown topics."},
+	minimum(Def{Name: "log.segment.bytes", Type: TypeInt, Default: "1073741824", Unit: "bytes", Doc: "Segment size before rolling."}, 14),
+	minimum(Def{Name: "log.roll.ms", Type: TypeLong, Default: strconv.Itoa(7 * day), Unit: "ms", Doc: "Segment age before rolling."}, 1),
+	Def{Name: "log.retention.ms", Type: TypeLong, Default: strconv.Itoa(7 * day), Unit: "ms", Doc: "Time to keep a segment; -1 keeps forever."},
+	Def{Name: "log.retention.bytes", Type: TypeLong, Default: "-1", Unit: "bytes", Doc: "Size to keep per partition; -1 is unlimited."},
+	minimum(Def{Name: "log.retention.check.interval.ms", Type: TypeLong, Default: "300000", Unit: "ms", Doc: "How often retention runs."}, 1),
+	minimum(Def{Name: "message.max.bytes", Type: TypeInt, Default: "1048588", Unit: "bytes", Doc: "Largest record batch accepted."}, 0),
+	minimum(Def{Name: "socket.request.max.bytes", Type: TypeInt, Default: "104857600", Unit: "bytes", Doc: "Largest request frame; a larger frame closes the connection."}, 1),
+	minimum(Def{Name: "log.flush.interval.messages", Type: TypeLong, Default: maxI64, Unit: "records", Doc: "Records appended before an fsync."}, 1),
+	Def{Name: "log.flush.interval.ms", Type: TypeLong, Default: maxI64, Unit: "ms", Doc: "Time before an fsync."},
+	Def{Name: "log.cleanup.policy", Type: TypeList, Default: "delete", Valid: []string{"delete", "compact"}, Doc: "Default cleanup policy."},
+	Def{Name: "log.message.timestamp.type", Type: TypeString, Default: "CreateTime", Valid: []string{"createtime", "logappendtime"}, Doc: "Default timestamp type."},
+	Def{Name: "log.message.timestamp.before.max.ms", Type: TypeLong, Default: maxI64, Unit: "ms", Doc: "Largest allowed age of a record timestamp."},
+	Def{Name: "log.message.timestamp.after.max.ms", Type: TypeLong, Default: "3600000", Unit: "ms", Doc: "Largest allowed future skew of a record timestamp."},
+	Def{Name: "log.index.interval.bytes", Type: TypeInt, Default: "4096", Unit: "bytes", Doc: "Bytes between offset index entries."},
+	Def{Name: "log.index.size.max.bytes", Type: TypeInt, Default: "10485760", Unit: "bytes", Doc: "Size of an offset index before rolling."},
+	Def{Name: "compression.type", Type: TypeString, Default: "producer", Valid: []string{"producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"}, Doc: "Only 'producer' is applied: batches are stored as produced."},
+	minimum(Def{Name: "offsets.topic.num.partitions", Type: TypeInt, Default: "50", Doc: "Partitions of __consumer_offsets."}, 1),
+	Def{Name: "offsets.retention.minutes", Type: TypeInt, Default: "10080", Unit: "min", Doc: "Offsets of an empty group are kept this long."},
+	Def{Name: "offsets.retention.check.interval.ms", Type: TypeLong, Default: "600000", Unit: "ms", Doc: "How often expired offsets are removed."},
+	Def{Name: "group.initial.rebalance.delay.ms", Type: TypeInt, Default: "3000", Unit: "ms", Doc: "Wait for more members before the first rebalance of an empty group."},
+	Def{Name: "group.min.session.timeout.ms", Type: TypeInt, Default: "6000", Unit: "ms", Doc: "Smallest session timeout a member may ask for."},
+	Def{Name: "group.max.session.timeout.ms", Type: TypeInt, Default: "1800000", Unit: "ms", Doc: "Largest session timeout a member may ask for."},
+	Def{Name: "mirror.state.topic.num.partitions", Type: TypeInt, Default: "50", Doc: "Partitions of __mirror_state (spec §4)."},
+	Def{Name: "mirror.state.topic.replication.factor", Type: TypeShort, Default: "3", Doc: "Replication factor of __mirror_state, capped at the live brokers."},
+	Def{Name: "mirror.num.replica.fetchers", Type: TypeInt, Default: "1", Doc: "Mirror fetchers per source broker per mirror."},
+	Def{Name: "mirror.metadata.refresh.interval.ms", Type: TypeLong, Default: "30000", Unit: "ms", Doc: "Period of the mirror metadata sync tasks (spec §9)."},
+	Def{Name: "mirror.failed.retry.initial.backoff.ms", Type: TypeLong, Default: "100", Unit: "ms", Doc: "First retry backoff of a FAILED mirror partition."},
+	Def{Name: "mirror.failed.retry.max.backoff.ms", Type: TypeLong, Default: "300000", Unit: "ms", Doc: "Largest retry backoff of a FAILED mirror partition."},
+	Def{Name: "mirror.failed.retry.max.attempts", Type: TypeInt, Default: "20", Doc: "Retries of a FAILED mirror partition; 0 disables retries."},
+	Def{Name: "mirror.replication.throttled.rate", Type: TypeLong, Default: maxI64, Unit: "bytes/s", Doc: "Cap on mirror fetch traffic per broker."},
+)
+
+// Topic holds the topic-level definitions (Kafka's TopicConfig / LogConfig), each with
+// the broker key that supplies its default.
+var Topic = define(
+	Def{Name: "cleanup.policy", Type: TypeList, Default: "delete", Synonym: "log.cleanup.policy", Valid: []string{"delete", "compact"}, Doc: "delete, compact, or both."},
+	Def{Name: "compression.type", Type: TypeString, Default: "producer", Synonym: "compression.type", Valid: []string{"producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"}, Doc: "Only 'producer' is applied."},
+	Def{Name: "delete.retention.ms", Type: TypeLong, Default: strconv.Itoa(day), Unit: "ms", Doc: "How long tombstones survive compaction."},
+	minimum(Def{Name: "max.message.bytes", Type: TypeInt, Default: "1048588", Synonym: "message.max.bytes", Unit: "bytes", Doc: "Largest record batch accepted."}, 0),
+	Def{Name: "message.timestamp.type", Type: TypeString, Default: "CreateTime", Synonym: "log.message.timestamp.type", Valid: []string{"createtime", "logappendtime"}, Doc: "CreateTime or LogAppendTime."},
+	Def{Name: "message.timestamp.before.max.ms", Type: TypeLong, Default: maxI64, Synonym: "log.message.timestamp.before.max.ms", Unit: "ms", Doc: "Largest allowed age of a record timestamp."},
+	Def{Name: "message.timestamp.after.max.ms", Type: TypeLong, Default: "3600000", Synonym: "log.message.timestamp.after.max.ms", Unit: "ms", Doc: "Largest allowed future skew of a record timestamp."},
+	Def{Name: "message.timestamp.difference.max.ms", Type: TypeLong, Default: maxI64, Unit: "ms", Doc: "Deprecated alias kept for tools."},
+	Def{Name: "min.cleanable.dirty.ratio", Type: TypeDouble, Default: "0.5", Doc: "Dirty ratio that triggers compaction."},
+	Def{Name: "min.compaction.lag.ms", Type: TypeLong, Default: "0", Unit: "ms", Doc: "Minimum age before a record may be compacted."},
+	Def{Name: "max.compaction.lag.ms", Type: TypeLong, Default: maxI64, Unit: "ms", Doc: "Maximum age before a record must be compacted."},
+	Def{Name: "min.insync.replicas", Type: TypeInt, Default: "1", Doc: "Replicas that must acknowledge acks=all."},
+	Def{Name: "retention.bytes", Type: TypeLong, Default: "-1", Synonym: "log.retention.bytes", Unit: "bytes", Doc: "Size kept per partition; -1 is unlimited."},
+	Def{Name: "retention.ms", Type: TypeLong, Default: strconv.Itoa(7 * day), Synonym: "log.retention.ms", Unit: "ms", Doc: "Time a segment is kept; -1 keeps forever."},
+	minimum(Def{Name: "segment.bytes", Type: TypeInt, Default: "1073741824", Synonym: "log.segment.bytes", Unit: "bytes", Doc: "Segment size before rolling."}, 14),
+	minimum(Def{Name: "segment.ms", Type: TypeLong, Default: strconv.Itoa(7 * day), Synonym: "log.roll.ms", Unit: "ms", Doc: "Segment age before rolling."}, 1),
+	Def{Name: "segment.index.bytes", Type: TypeInt, Default: "10485760", Synonym: "log.index.size.max.bytes", Unit: "bytes", Doc: "Offset index size before rolling."},
+	Def{Name: "index.interval.bytes", Type: TypeInt, Default: "4096", Synonym: "log.index.interval.bytes", Unit: "bytes", Doc: "Bytes between offset index entries."},
+	Def{Name: "flush.messages", Type: TypeLong, Default: maxI64, Synonym: "log.flush.interval.messages", Unit: "records", Doc: "Records appended before an fsync."},
+	Def{Name: "flush.ms", Type: TypeLong, Default: maxI64, Synonym: "log.flush.interval.ms", Unit: "ms", Doc: "Time before an fsync."},
+	Def{Name: "unclean.leader.election.enable", Type: TypeBoolean, Default: "false", Doc: "Kept for tools; single-node kmirror never elects."},
+	Def{Name: "mirror.support.unclean.leader.election", Type: TypeBoolean, Default: "false", Doc: "Opt in to ULE_RECOVERY (spec §4)."},
+	Def{Name: "mirror.replication.throttled.replicas", Type: TypeList, Default: "", Doc: "Mirror partitions throttled by mirror.replication.throttled.rate."},
+)
+
+// Mirror holds the cluster mirror definitions (the `--mirror-config` file, spec §11).
+// Canonical names have no prefix; MirrorAlias maps the first draft's spellings.
+var Mirror = define(
+	Def{Name: "bootstrap.servers", Type: TypeList, Default: "", Doc: "Source cluster bootstrap servers (required)."},
+	Def{Name: "source.cluster.id", Type: TypeString, Default: "", Doc: "Expected source cluster ID; resolved at create time when absent."},
+	Def{Name: "security.protocol", Type: TypeString, Default: "PLAINTEXT", Valid: []string{"plaintext", "ssl", "sasl_plaintext", "sasl_ssl"}, Doc: "Protocol used to reach the source."},
+	Def{Name: "sasl.mechanism", Type: TypeString, Default: "PLAIN", Valid: []string{"plain", "scram-sha-256", "scram-sha-512"}, Doc: "SASL mechanism."},
+	Def{Name: "sasl.jaas.config", Type: TypePassword, Default: "", Sensitive: true, Doc: "JAAS line with username and password (never returned by DescribeConfigs)."},
+	Def{Name: "sasl.username", Type: TypeString, Default: "", Doc: "SASL user, instead of sasl.jaas.config."},
+	Def{Name: "sasl.password", Type: TypePassword, Default: "", Sensitive: true, Doc: "SASL password (never returned)."},
+	Def{Name: "ssl.truststore.location", Type: TypeString, Default: "", Doc: "PEM file of CA certificates trusted for the source."},
+	Def{Name: "ssl.keystore.location", Type: TypeString, Default: "", Doc: "PEM file with the client certificate and key."},
+	Def{Name: "ssl.key.password", Type: TypePassword, Default: "", Sensitive: true, Doc: "Password of the client key (never returned)."},
+	Def{Name: "ssl.endpoint.identification.algorithm", Type: TypeString, Default: "https", Doc: "https checks the source host name; empty disables the check."},
+	Def{Name: "request.timeout.ms", Type: TypeInt, Default: "30000", Unit: "ms", Doc: "Timeout of requests to the source."},
+	Def{Name: "fetch.wait.max.ms", Type: TypeInt, Default: "1000", Unit: "ms", Doc: "MaxWaitMs of mirror fetches."},
+	Def{Name: "fetch.min.bytes", Type: TypeInt, Default: "1", Unit: "bytes", Doc: "MinBytes of mirror fetches."},
+	Def{Name: "fetch.max.bytes", Type: TypeInt, Default: "1048576", Unit: "bytes", Doc: "Per-partition bytes of a mirror fetch."},
+	Def{Name: "fetch.response.max.bytes", Type: TypeInt, Default: "10485760", Unit: "bytes", Doc: "Bytes of a whole mirror fetch response."},
+	Def{Name: "fetch.backoff.ms", Type: TypeInt, Default: "1000", Unit: "ms", Doc: "Pause after a failed fetch."},
+	Def{Name: "topics.include", Type: TypeList, Default: "", Doc: "Regexes of source topics started automatically (spec §8)."},
+	Def{Name: "topics.exclude", Type: TypeList, Default: "__.*", Doc: "Regexes of source topics never mirrored; wins over include."},
+	Def{Name: "groups.include", Type: TypeList, Default: ".*", Doc: "Regexes of consumer groups whose offsets are synced."},
+	Def{Name: "groups.exclude", Type: TypeList, Default: "", Doc: "Regexes of consumer groups never synced."},
+	Def{Name: "acls.include", Type: TypeList, Default: "*", Doc: "ACL binding filters synced (later step)."},
+	Def{Name: "topic.properties.exclude", Type: TypeList, Default: "follower.replication.throttled.replicas,leader.replication.throttled.replicas,message.timestamp.difference.max.ms,message.timestamp.before.max.ms,message.timestamp.after.max.ms,message.timestamp.type,unclean.leader.election.enable,min.insync.replicas,mirror.replication.throttled.replicas,mirror.support.unclean.leader.election", Doc: "Topic configs never synced (spec §9)."},
+	Def{Name: "start.offset", Type: TypeString, Default: "earliest", Doc: "Where new mirror partitions start: earliest, latest, or an ISO-8601 time."},
+)

@@ -1,0 +1,331 @@
+// Package wire is kmirror's Kafka protocol layer: framing, request headers v0–v2, the
+// version table (ApiVersions), and one loop per connection that handles requests in
+// order and answers in order, as Apache Kafka's SocketServer/RequestChannel do (Kafka
+// mutes a connection while a request is in flight; pipelined requests are still
+// answered in order). Bodies are encoded and decoded with franz-go's kmsg.
+package wire
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Header is a decoded request header (v0–v2; tagged fields are skipped).
+type Header struct {
+	Key           int16
+	Version       int16
+	CorrelationID int32
+	ClientID      string
+}
+
+// Request is one decoded request handed to the Handler.
+type Request struct {
+	Header Header
+	Body   kmsg.Request // version already set
+	Remote net.Addr
+}
+
+// Handler serves decoded requests. Handle returns the response body (its version is set
+// by the caller), or nil when no response is due (Produce with acks=0). ctx is cancelled
+// when the connection closes or the server shuts down.
+type Handler interface {
+	Handle(ctx context.Context, req *Request) kmsg.Response
+}
+
+// Server accepts connections and runs the per-connection loops.
+type Server struct {
+	Versions *Versions
+	// MaxRequestBytes is socket.request.max.bytes: a larger frame closes the connection.
+	MaxRequestBytes int32
+	// NewRequest returns an empty request for key (kmsg.RequestForKey plus kmirror's
+	// own mirror RPCs), or nil for an unknown key.
+	NewRequest func(key int16) kmsg.Request
+	Handler    Handler
+	Logger     *slog.Logger
+
+	mu       sync.Mutex
+	ln       net.Listener
+	conns    map[*conn]struct{}
+	closing  bool
+	wg       sync.WaitGroup
+	ctx      context.Context
+	cancel   context.CancelFunc
+	initOnce sync.Once
+}
+
+func (s *Server) init() {
+	s.initOnce.Do(func() {
+		s.conns = map[*conn]struct{}{}
+		s.ctx, s.cancel = context.WithCancel(context.Background())
+		if s.Logger == nil {
+			s.Logger = slog.Default()
+		}
+	})
+}
+
+// Serve accepts connections on ln until Shutdown; it returns nil after Shutdown.
+func (s *Server) Serve(ln net.Listener) error {
+	s.init()
+	s.mu.Lock()
+	s.ln = ln
+	s.mu.Unlock()
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closing := s.closing
+			s.mu.Unlock()
+			if closing {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			return err
+		}
+		c := &conn{s: s, nc: nc}
+		s.mu.Lock()
+		if s.closing {
+			s.mu.Unlock()
+			nc.Close()
+			continue
+		}
+		s.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go c.run()
+	}
+}
+
+// Shutdown stops accepting, lets each connection finish and answer the request it is
+// handling, then closes every connection. It waits until all loops exit or ctx ends.
+func (s *Server) Shutdown(ctx context.Context) {
+	s.init()
+	s.mu.Lock()
+	s.closing = true
+	if s.ln != nil {
+		s.ln.Close()
+	}
+	for c := range s.conns {
+		// Unblock reads; a request being handled still gets its response written.
+		c.nc.SetReadDeadline(time.Now())
+	}
+	s.mu.Unlock()
+	s.cancel() // long polls return what they have
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.mu.Lock()
+		for c := range s.conns {
+			c.nc.Close()
+		}
+		s.mu.Unlock()
+	}
+}
+
+type conn struct {
+	s  *Server
+	nc net.Conn
+}
+
+type frame struct {
+	buf []byte
+}
+
+func (c *conn) run() {
+	s := c.s
+	defer func() {
+		c.nc.Close()
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		s.wg.Done()
+	}()
+	ctx, cancel := context.WithCancel(s.ctx)
+	defer cancel()
+	frames := make(chan frame, 8)
+	go func() {
+		defer close(frames)
+		defer cancel()
+		r := bufio.NewReaderSize(c.nc, 64*1024)
+		var sizeBuf [4]byte
+		for {
+			if _, err := io.ReadFull(r, sizeBuf[:]); err != nil {
+				return
+			}
+			size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
+			if size < 8 || size > s.MaxRequestBytes {
+				s.Logger.Info("closing connection: bad request size", "remote", c.nc.RemoteAddr(), "size", size, "socket.request.max.bytes", s.MaxRequestBytes)
+				return
+			}
+			buf := make([]byte, size)
+			if _, err := io.ReadFull(r, buf); err != nil {
+				return
+			}
+			select {
+			case frames <- frame{buf: buf}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	w := bufio.NewWriterSize(c.nc, 64*1024)
+	for f := range frames {
+		out, err := c.serve(ctx, f.buf)
+		if err != nil {
+			s.Logger.Info("closing connection", "remote", c.nc.RemoteAddr(), "reason", err)
+			return
+		}
+		if out == nil {
+			continue
+		}
+		if _, err := w.Write(out); err != nil {
+			return
+		}
+		if len(frames) == 0 {
+			if err := w.Flush(); err != nil {
+				return
+			}
+		}
+	}
+	w.Flush()
+}
+
+// serve decodes one frame, calls the handler and returns the encoded response frame
+// (nil for none). An error closes the connection, as Kafka does for undecodable
+// requests, unknown keys and unsupported versions (ApiVersions excepted).
+func (c *conn) serve(ctx context.Context, buf []byte) ([]byte, error) {
+	s := c.s
+	var h Header
+	h.Key = int16(binary.BigEndian.Uint16(buf[0:]))
+	h.Version = int16(binary.BigEndian.Uint16(buf[2:]))
+	h.CorrelationID = int32(binary.BigEndian.Uint32(buf[4:]))
+	rest := buf[8:]
+	// Client ID: nullable string with int16 length (header v1 and v2).
+	if len(rest) < 2 {
+		return nil, fmt.Errorf("truncated request header")
+	}
+	n := int16(binary.BigEndian.Uint16(rest))
+	rest = rest[2:]
+	if n > 0 {
+		if int(n) > len(rest) {
+			return nil, fmt.Errorf("truncated client ID")
+		}
+		h.ClientID = string(rest[:n])
+		rest = rest[n:]
+	}
+
+	if h.Key == 18 { // ApiVersions: answered here, falls back to v0 on unknown versions
+		return c.apiVersions(h, rest)
+	}
+	if !s.Versions.Supported(h.Key, h.Version) {
+		name := kmsg.NameForKey(h.Key)
+		return nil, fmt.Errorf("unsupported request: key %d (%s) version %d", h.Key, name, h.Version)
+	}
+	req := s.NewRequest(h.Key)
+	if req == nil {
+		return nil, fmt.Errorf("unknown API key %d", h.Key)
+	}
+	req.SetVersion(h.Version)
+	flexible := req.IsFlexible()
+	if flexible {
+		var err error
+		if rest, err = skipTags(rest); err != nil {
+			return nil, fmt.Errorf("request header tagged fields: %w", err)
+		}
+	}
+	if err := decode(req, rest); err != nil {
+		return nil, fmt.Errorf("decoding %s v%d: %w", kmsg.NameForKey(h.Key), h.Version, err)
+	}
+	resp := s.Handler.Handle(ctx, &Request{Header: h, Body: req, Remote: c.nc.RemoteAddr()})
+	if resp == nil {
+		return nil, nil
+	}
+	resp.SetVersion(h.Version)
+	return encodeResponse(h.CorrelationID, flexible, resp), nil
+}
+
+// decode runs ReadFrom, turning a panic on garbage input into an error.
+func decode(req kmsg.Request, b []byte) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("malformed request: %v", r)
+		}
+	}()
+	return req.ReadFrom(b)
+}
+
+func (c *conn) apiVersions(h Header, rest []byte) ([]byte, error) {
+	s := c.s
+	resp := kmsg.NewPtrApiVersionsResponse()
+	r, _ := s.Versions.Lookup(18)
+	version := h.Version
+	if h.Version > r.Max || h.Version < 0 {
+		// Kafka answers with v0 and UNSUPPORTED_VERSION so the client can pick a version.
+		version = 0
+		resp.ErrorCode = kerr.UnsupportedVersion.Code
+	} else {
+		req := kmsg.NewPtrApiVersionsRequest()
+		req.SetVersion(h.Version)
+		if req.IsFlexible() {
+			var err error
+			if rest, err = skipTags(rest); err != nil {
+				return nil, err
+			}
+		}
+		if err := decode(req, rest); err != nil {
+			return nil, err
+		}
+	}
+	resp.SetVersion(version)
+	resp.ApiKeys = s.Versions.APIKeys()
+	// ApiVersions responses always use response header v0.
+	return encodeResponse(h.CorrelationID, false, resp), nil
+}
+
+func encodeResponse(correlationID int32, flexibleHeader bool, resp kmsg.Response) []byte {
+	out := make([]byte, 8, 256)
+	binary.BigEndian.PutUint32(out[4:], uint32(correlationID))
+	if flexibleHeader && resp.Key() != 18 {
+		out = append(out, 0) // no tagged fields
+	}
+	out = resp.AppendTo(out)
+	binary.BigEndian.PutUint32(out[0:], uint32(len(out)-4))
+	return out
+}
+
+// skipTags skips a tagged-field section (uvarint count, then tag, size, bytes).
+func skipTags(b []byte) ([]byte, error) {
+	n, l := binary.Uvarint(b)
+	if l <= 0 {
+		return nil, errors.New("bad tag count")
+	}
+	b = b[l:]
+	for i := uint64(0); i < n; i++ {
+		if _, l = binary.Uvarint(b); l <= 0 {
+			return nil, errors.New("bad tag")
+		}
+		b = b[l:]
+		size, l := binary.Uvarint(b)
+		if l <= 0 || uint64(len(b)-l) < size {
+			return nil, errors.New("bad tag size")
+		}
+		b = b[l+int(size):]
+	}
+	return b, nil
+}
