@@ -1,0 +1,456 @@
+package mirror
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+)
+
+// BrokerConfig holds the broker-level mirror.* settings of spec section 11. Start from
+// DefaultBrokerConfig; NewManager replaces zero fields by their defaults, except
+// RetryMaxAttempts, where 0 disables retries (pass DefaultBrokerConfig().RetryMaxAttempts
+// for the default), and ThrottledRate, where 0 means unlimited.
+type BrokerConfig struct {
+	// RefreshIntervalMs is mirror.metadata.refresh.interval.ms: the period (ms) of the
+	// per-mirror source metadata refresh (leaders, topic deletion, cluster ID check).
+	RefreshIntervalMs int64
+	// RetryInitialBackoffMs is mirror.failed.retry.initial.backoff.ms (ms).
+	RetryInitialBackoffMs int64
+	// RetryMaxBackoffMs is mirror.failed.retry.max.backoff.ms (ms).
+	RetryMaxBackoffMs int64
+	// RetryMaxAttempts is mirror.failed.retry.max.attempts; 0 disables retries.
+	RetryMaxAttempts int32
+	// NumReplicaFetchers is mirror.num.replica.fetchers: fetchers per source broker per
+	// mirror.
+	NumReplicaFetchers int
+	// StateTopicPartitions is mirror.state.topic.num.partitions, the partition count of
+	// __mirror_state when it is created.
+	StateTopicPartitions int32
+	// ThrottledRate is mirror.replication.throttled.rate in bytes/s for all mirror fetches
+	// of this broker; 0 or less = unlimited.
+	ThrottledRate int64
+}
+
+// DefaultBrokerConfig returns the defaults of spec section 11.
+func DefaultBrokerConfig() BrokerConfig {
+	return BrokerConfig{
+		RefreshIntervalMs:     30000,
+		RetryInitialBackoffMs: 100,
+		RetryMaxBackoffMs:     300000,
+		RetryMaxAttempts:      20,
+		NumReplicaFetchers:    1,
+		StateTopicPartitions:  50,
+	}
+}
+
+func (c BrokerConfig) withDefaults() BrokerConfig {
+	if c == (BrokerConfig{}) {
+		return DefaultBrokerConfig()
+	}
+	d := DefaultBrokerConfig()
+	if c.RefreshIntervalMs <= 0 {
+		c.RefreshIntervalMs = d.RefreshIntervalMs
+	}
+	if c.RetryInitialBackoffMs <= 0 {
+		c.RetryInitialBackoffMs = d.RetryInitialBackoffMs
+	}
+	if c.RetryMaxBackoffMs <= 0 {
+		c.RetryMaxBackoffMs = d.RetryMaxBackoffMs
+	}
+	if c.RetryMaxAttempts < 0 {
+		c.RetryMaxAttempts = 0
+	}
+	if c.NumReplicaFetchers <= 0 {
+		c.NumReplicaFetchers = d.NumReplicaFetchers
+	}
+	if c.StateTopicPartitions <= 0 {
+		c.StateTopicPartitions = d.StateTopicPartitions
+	}
+	return c
+}
+
+// configDef is one mirror-level config (spec section 11).
+type configDef struct {
+	name      string
+	def       string // "" with hasDef=false: no default
+	hasDef    bool
+	typ       kmsg.ConfigType
+	sensitive bool
+	doc       string
+}
+
+// Mirror-level config names (spec section 11), canonical spelling.
+const (
+	cfgBootstrap        = "bootstrap.servers"
+	cfgSourceClusterID  = "source.cluster.id"
+	cfgSecurityProtocol = "security.protocol"
+	cfgSASLMechanism    = "sasl.mechanism"
+	cfgSASLJaas         = "sasl.jaas.config"
+	cfgSASLUsername     = "sasl.username"
+	cfgSASLPassword     = "sasl.password"
+	cfgRequestTimeout   = "request.timeout.ms"
+	cfgFetchWaitMax     = "fetch.wait.max.ms"
+	cfgFetchMinBytes    = "fetch.min.bytes"
+	cfgFetchMaxBytes    = "fetch.max.bytes"
+	cfgFetchRespMax     = "fetch.response.max.bytes"
+	cfgFetchBackoff     = "fetch.backoff.ms"
+	cfgTopicsInclude    = "topics.include"
+	cfgTopicsExclude    = "topics.exclude"
+	cfgStartOffset      = "start.offset"
+)
+
+const defaultTopicPropertiesExclude = "follower.replication.throttled.replicas,leader.replication.throttled.replicas,message.timestamp.difference.max.ms,message.timestamp.before.max.ms,message.timestamp.after.max.ms,message.timestamp.type,unclean.leader.election.enable,min.insync.replicas,mirror.replication.throttled.replicas,mirror.support.unclean.leader.election"
+
+var configDefs = []configDef{
+	{name: cfgBootstrap, typ: kmsg.ConfigTypeList, doc: "Source cluster bootstrap servers (host:port,...). Required."},
+	{name: cfgSourceClusterID, typ: kmsg.ConfigTypeString, doc: "Source cluster ID; resolved at create time when absent, checked every refresh."},
+	{name: cfgSecurityProtocol, def: "PLAINTEXT", hasDef: true, typ: kmsg.ConfigTypeString, doc: "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL."},
+	{name: cfgSASLMechanism, def: "PLAIN", hasDef: true, typ: kmsg.ConfigTypeString, doc: "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512."},
+	{name: cfgSASLJaas, typ: kmsg.ConfigTypePassword, sensitive: true, doc: "JAAS login module line with username and password."},
+	{name: cfgSASLUsername, typ: kmsg.ConfigTypeString, doc: "SASL user (alternative to sasl.jaas.config)."},
+	{name: cfgSASLPassword, typ: kmsg.ConfigTypePassword, sensitive: true, doc: "SASL password (alternative to sasl.jaas.config)."},
+	{name: "ssl.truststore.location", typ: kmsg.ConfigTypeString, doc: "PEM file of CA certificates trusted for the source."},
+	{name: "ssl.truststore.certificates", typ: kmsg.ConfigTypePassword, sensitive: true, doc: "PEM CA certificates (inline)."},
+	{name: "ssl.keystore.location", typ: kmsg.ConfigTypeString, doc: "PEM file holding the client certificate chain and private key."},
+	{name: "ssl.keystore.certificate.chain", typ: kmsg.ConfigTypePassword, sensitive: true, doc: "PEM client certificate chain (inline)."},
+	{name: "ssl.keystore.key", typ: kmsg.ConfigTypePassword, sensitive: true, doc: "PEM client private key (inline)."},
+	{name: "ssl.key.password", typ: kmsg.ConfigTypePassword, sensitive: true, doc: "Accepted for compatibility; encrypted PEM keys are not supported."},
+	{name: "ssl.endpoint.identification.algorithm", def: "https", hasDef: true, typ: kmsg.ConfigTypeString, doc: "https verifies the source host name; empty disables it."},
+	{name: cfgRequestTimeout, def: "30000", hasDef: true, typ: kmsg.ConfigTypeInt, doc: "Timeout of requests to the source, ms."},
+	{name: cfgFetchWaitMax, def: "1000", hasDef: true, typ: kmsg.ConfigTypeInt, doc: "Fetch MaxWaitMs."},
+	{name: cfgFetchMinBytes, def: "1", hasDef: true, typ: kmsg.ConfigTypeInt, doc: "Fetch MinBytes."},
+	{name: cfgFetchMaxBytes, def: "1048576", hasDef: true, typ: kmsg.ConfigTypeInt, doc: "Fetch PartitionMaxBytes per partition."},
+	{name: cfgFetchRespMax, def: "10485760", hasDef: true, typ: kmsg.ConfigTypeInt, doc: "Fetch MaxBytes per response."},
+	{name: cfgFetchBackoff, def: "1000", hasDef: true, typ: kmsg.ConfigTypeInt, doc: "Backoff after a fetch error, ms."},
+	{name: cfgTopicsInclude, def: "", hasDef: true, typ: kmsg.ConfigTypeList, doc: "Regexes of source topics started automatically."},
+	{name: cfgTopicsExclude, def: "__.*", hasDef: true, typ: kmsg.ConfigTypeList, doc: "Regexes of source topics never mirrored; wins over include."},
+	{name: "groups.include", def: ".*", hasDef: true, typ: kmsg.ConfigTypeList, doc: "Regexes of groups whose offsets are synced."},
+	{name: "groups.exclude", def: "", hasDef: true, typ: kmsg.ConfigTypeList, doc: "Regexes of groups never synced."},
+	{name: "acls.include", def: "*", hasDef: true, typ: kmsg.ConfigTypeList, doc: "ACL filters synced from the source."},
+	{name: "topic.properties.exclude", def: defaultTopicPropertiesExclude, hasDef: true, typ: kmsg.ConfigTypeList, doc: "Topic configs never synced."},
+	{name: cfgStartOffset, def: "earliest", hasDef: true, typ: kmsg.ConfigTypeString, doc: "earliest, latest or an ISO-8601 time: where new mirror partitions start."},
+}
+
+func findDef(name string) (configDef, bool) {
+	for _, d := range configDefs {
+		if d.name == name {
+			return d, true
+		}
+	}
+	return configDef{}, false
+}
+
+// canonicalName maps a mirror config name to its canonical spelling: the first draft's
+// "mirror."-prefixed aliases (spec section 11) lose the prefix.
+func canonicalName(name string) string {
+	name = strings.TrimSpace(name)
+	if rest, ok := strings.CutPrefix(name, "mirror."); ok {
+		if _, known := findDef(rest); known || strings.HasPrefix(rest, "ssl.") || strings.HasPrefix(rest, "sasl.") {
+			return rest
+		}
+	}
+	return name
+}
+
+// isSensitive reports whether a config value is a secret that is never returned.
+func isSensitive(name string) bool {
+	if d, ok := findDef(name); ok && d.sensitive {
+		return true
+	}
+	return strings.Contains(name, "password") || name == cfgSASLJaas || strings.HasSuffix(name, ".key")
+}
+
+// isConnectionConfig reports whether changing name must reconnect the fetchers.
+func isConnectionConfig(name string) bool {
+	return name == cfgBootstrap || name == cfgSecurityProtocol || name == cfgRequestTimeout ||
+		strings.HasPrefix(name, "ssl.") || strings.HasPrefix(name, "sasl.")
+}
+
+// mirrorConfig is the parsed configuration of one mirror.
+type mirrorConfig struct {
+	raw              map[string]string
+	bootstrap        []string
+	securityProtocol string
+	saslMechanism    string
+	saslUser         string
+	saslPass         string
+	requestTimeout   time.Duration
+	fetchWaitMaxMs   int32
+	fetchMinBytes    int32
+	fetchMaxBytes    int32
+	fetchRespMax     int32
+	fetchBackoff     time.Duration
+	include          []*regexp.Regexp
+	exclude          []*regexp.Regexp
+	startOffset      string // "earliest", "latest" or RFC 3339
+	startTimeMs      int64
+}
+
+// normalizeConfigs returns configs with canonical names.
+func normalizeConfigs(in map[string]string) map[string]string {
+	out := make(map[string]string, len(in))
+	for k, v := range in {
+		out[canonicalName(k)] = v
+	}
+	return out
+}
+
+func (c *mirrorConfig) get(name string) string {
+	if v, ok := c.raw[name]; ok {
+		return v
+	}
+	d, _ := findDef(name)
+	return d.def
+}
+
+// parseMirrorConfig validates and parses canonical mirror configs. Errors are one-line
+// messages meant for INVALID_CONFIG.
+func parseMirrorConfig(raw map[string]string) (*mirrorConfig, error) {
+	c := &mirrorConfig{raw: raw}
+	for _, s := range strings.Split(c.get(cfgBootstrap), ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			c.bootstrap = append(c.bootstrap, s)
+		}
+	}
+	if len(c.bootstrap) == 0 {
+		return nil, fmt.Errorf("%s is required", cfgBootstrap)
+	}
+	c.securityProtocol = strings.ToUpper(strings.TrimSpace(c.get(cfgSecurityProtocol)))
+	switch c.securityProtocol {
+	case "PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL":
+	default:
+		return nil, fmt.Errorf("%s %q is not one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL", cfgSecurityProtocol, c.securityProtocol)
+	}
+	c.saslMechanism = strings.ToUpper(strings.TrimSpace(c.get(cfgSASLMechanism)))
+	if strings.HasPrefix(c.securityProtocol, "SASL") {
+		switch c.saslMechanism {
+		case "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
+		default:
+			return nil, fmt.Errorf("%s %q is not one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512", cfgSASLMechanism, c.saslMechanism)
+		}
+		c.saslUser, c.saslPass = c.get(cfgSASLUsername), c.get(cfgSASLPassword)
+		if jaas := c.get(cfgSASLJaas); jaas != "" {
+			u, p, err := parseJaas(jaas)
+			if err != nil {
+				return nil, err
+			}
+			c.saslUser, c.saslPass = u, p
+		}
+		if c.saslUser == "" {
+			return nil, fmt.Errorf("%s needs %s or %s/%s", c.securityProtocol, cfgSASLJaas, cfgSASLUsername, cfgSASLPassword)
+		}
+	}
+	ints := []struct {
+		name string
+		dst  *int32
+		min  int64
+	}{
+		{cfgFetchWaitMax, &c.fetchWaitMaxMs, 0},
+		{cfgFetchMinBytes, &c.fetchMinBytes, 0},
+		{cfgFetchMaxBytes, &c.fetchMaxBytes, 1},
+		{cfgFetchRespMax, &c.fetchRespMax, 1},
+	}
+	for _, f := range ints {
+		v, err := strconv.ParseInt(strings.TrimSpace(c.get(f.name)), 10, 32)
+		if err != nil || v < f.min {
+			return nil, fmt.Errorf("%s %q is not a valid integer", f.name, c.get(f.name))
+		}
+		*f.dst = int32(v)
+	}
+	for _, f := range []struct {
+		name string
+		dst  *time.Duration
+	}{{cfgRequestTimeout, &c.requestTimeout}, {cfgFetchBackoff, &c.fetchBackoff}} {
+		v, err := strconv.ParseInt(strings.TrimSpace(c.get(f.name)), 10, 64)
+		if err != nil || v < 0 {
+			return nil, fmt.Errorf("%s %q is not a valid duration in ms", f.name, c.get(f.name))
+		}
+		*f.dst = time.Duration(v) * time.Millisecond
+	}
+	var err error
+	if c.include, err = compilePatterns(c.get(cfgTopicsInclude)); err != nil {
+		return nil, fmt.Errorf("%s: %v", cfgTopicsInclude, err)
+	}
+	if c.exclude, err = compilePatterns(c.get(cfgTopicsExclude)); err != nil {
+		return nil, fmt.Errorf("%s: %v", cfgTopicsExclude, err)
+	}
+	c.startOffset = strings.ToLower(strings.TrimSpace(c.get(cfgStartOffset)))
+	switch c.startOffset {
+	case "earliest", "latest":
+	default:
+		t, err := parseISOTime(strings.TrimSpace(c.get(cfgStartOffset)))
+		if err != nil {
+			return nil, fmt.Errorf("%s %q is not earliest, latest or an ISO-8601 time", cfgStartOffset, c.get(cfgStartOffset))
+		}
+		c.startOffset = "timestamp"
+		c.startTimeMs = t.UnixMilli()
+	}
+	if _, err := c.tlsConfig(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func parseISOTime(s string) (time.Time, error) {
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("bad time %q", s)
+}
+
+var jaasKV = regexp.MustCompile(`(username|password)\s*=\s*"([^"]*)"`)
+
+// parseJaas extracts username and password from a PlainLoginModule or ScramLoginModule
+// JAAS line.
+func parseJaas(s string) (user, pass string, err error) {
+	for _, m := range jaasKV.FindAllStringSubmatch(s, -1) {
+		if m[1] == "username" {
+			user = m[2]
+		} else {
+			pass = m[2]
+		}
+	}
+	if user == "" {
+		return "", "", fmt.Errorf("%s has no username=\"...\"", cfgSASLJaas)
+	}
+	return user, pass, nil
+}
+
+// compilePatterns compiles a comma-separated list of regexes, each anchored to the whole
+// name like Java's String.matches.
+func compilePatterns(list string) ([]*regexp.Regexp, error) {
+	var out []*regexp.Regexp
+	for _, p := range strings.Split(list, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		re, err := compileAnchored(p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, re)
+	}
+	return out, nil
+}
+
+// compileAnchored compiles p so that it must match a whole name (Java matches()).
+func compileAnchored(p string) (*regexp.Regexp, error) {
+	re, err := regexp.Compile(`^(?:` + p + `)$`)
+	if err != nil {
+		return nil, fmt.Errorf("invalid regex %q: %v", p, err)
+	}
+	return re, nil
+}
+
+func matchAny(res []*regexp.Regexp, s string) bool {
+	for _, re := range res {
+		if re.MatchString(s) {
+			return true
+		}
+	}
+	return false
+}
+
+// tlsConfig returns the TLS config for SSL and SASL_SSL, nil otherwise.
+func (c *mirrorConfig) tlsConfig() (*tls.Config, error) {
+	if c.securityProtocol != "SSL" && c.securityProtocol != "SASL_SSL" {
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	var caPEM []byte
+	if loc := c.get("ssl.truststore.location"); loc != "" {
+		b, err := os.ReadFile(loc)
+		if err != nil {
+			return nil, fmt.Errorf("ssl.truststore.location: %v", err)
+		}
+		caPEM = b
+	} else if s := c.get("ssl.truststore.certificates"); s != "" {
+		caPEM = []byte(s)
+	}
+	if caPEM != nil {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(caPEM) {
+			return nil, fmt.Errorf("ssl truststore holds no PEM certificate")
+		}
+		cfg.RootCAs = pool
+	}
+	var certPEM, keyPEM []byte
+	if loc := c.get("ssl.keystore.location"); loc != "" {
+		b, err := os.ReadFile(loc)
+		if err != nil {
+			return nil, fmt.Errorf("ssl.keystore.location: %v", err)
+		}
+		certPEM, keyPEM = b, b
+	} else if s := c.get("ssl.keystore.certificate.chain"); s != "" {
+		certPEM, keyPEM = []byte(s), []byte(c.get("ssl.keystore.key"))
+	}
+	if certPEM != nil {
+		cert, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			return nil, fmt.Errorf("ssl keystore: %v", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	if c.get("ssl.endpoint.identification.algorithm") == "" {
+		cfg.InsecureSkipVerify = true //nolint:gosec // operator disabled host name verification, as Kafka allows
+	}
+	return cfg, nil
+}
+
+// clientOpts returns the kgo options of the mirror's source connection.
+func (c *mirrorConfig) clientOpts(mirrorName string) ([]kgo.Opt, error) {
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(c.bootstrap...),
+		kgo.ClientID("kmirror-mirror-" + mirrorName),
+		kgo.RequestTimeoutOverhead(c.requestTimeout),
+		kgo.RetryTimeout(c.requestTimeout),
+		kgo.MetadataMinAge(time.Second),
+	}
+	tcfg, err := c.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
+	if tcfg != nil {
+		opts = append(opts, kgo.DialTLSConfig(tcfg))
+	}
+	if strings.HasPrefix(c.securityProtocol, "SASL") {
+		switch c.saslMechanism {
+		case "PLAIN":
+			opts = append(opts, kgo.SASL(plain.Auth{User: c.saslUser, Pass: c.saslPass}.AsMechanism()))
+		case "SCRAM-SHA-256":
+			opts = append(opts, kgo.SASL(scram.Auth{User: c.saslUser, Pass: c.saslPass}.AsSha256Mechanism()))
+		case "SCRAM-SHA-512":
+			opts = append(opts, kgo.SASL(scram.Auth{User: c.saslUser, Pass: c.saslPass}.AsSha512Mechanism()))
+		}
+	}
+	return opts, nil
+}
+
+// connectionKey is a fingerprint of the connection settings: a change reconnects.
+func connectionKey(raw map[string]string) string {
+	var keys []string
+	for k := range raw {
+		if isConnectionConfig(k) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		b.WriteString(k + "=" + raw[k] + "\n")
+	}
+	return b.String()
+}

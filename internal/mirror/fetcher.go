@@ -1,0 +1,279 @@
+package mirror
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/internal/metadata"
+	"github.com/kmirror/kmirror/internal/mirrorproto"
+)
+
+// fetcherKey names a fetcher: one per (mirror, source broker, index <
+// mirror.num.replica.fetchers) (spec section 3).
+type fetcherKey struct {
+	broker int32
+	idx    int
+}
+
+// fetcher sends consumer-style Fetch requests (replica ID −1, READ_UNCOMMITTED) to one
+// source broker for the MIRRORING partitions it leads, and appends the answers.
+type fetcher struct {
+	r    *mirrorRT
+	key  fetcherKey
+	wake chan struct{}
+
+	mu    sync.Mutex
+	parts map[*partition]struct{}
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func newFetcher(r *mirrorRT, key fetcherKey) *fetcher {
+	ctx, cancel := context.WithCancel(r.ctx)
+	f := &fetcher{r: r, key: key, wake: make(chan struct{}, 1), parts: map[*partition]struct{}{},
+		cancel: cancel, done: make(chan struct{})}
+	go f.run(ctx)
+	return f
+}
+
+func (f *fetcher) stop() {
+	f.cancel()
+	<-f.done
+}
+
+// set replaces the fetcher's partitions.
+func (f *fetcher) set(ps []*partition) {
+	f.mu.Lock()
+	f.parts = make(map[*partition]struct{}, len(ps))
+	for _, p := range ps {
+		f.parts[p] = struct{}{}
+	}
+	f.mu.Unlock()
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (f *fetcher) snapshot() []*partition {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]*partition, 0, len(f.parts))
+	for p := range f.parts {
+		if p.state() == mirrorproto.StateMirroring {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// fetchV12 caps a Fetch request at version 12 for sources without topic IDs.
+type fetchV12 struct{ *kmsg.FetchRequest }
+
+// MaxVersion returns 12, the last Fetch version addressing topics by name.
+func (fetchV12) MaxVersion() int16 { return 12 }
+
+func (f *fetcher) run(ctx context.Context) {
+	defer close(f.done)
+	for ctx.Err() == nil {
+		ps := f.snapshot()
+		if len(ps) == 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-f.wake:
+			}
+			continue
+		}
+		if !f.fetchOnce(ctx, ps) {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(f.r.cfgSnapshot().fetchBackoff):
+			}
+		}
+	}
+}
+
+// fetchOnce sends one Fetch and applies it; false asks for the fetch backoff.
+func (f *fetcher) fetchOnce(ctx context.Context, ps []*partition) bool {
+	cfg := f.r.cfgSnapshot()
+	src := f.r.sourceSnapshot()
+	if src == nil {
+		return false
+	}
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID = -1
+	req.ReplicaState.ID = -1
+	req.MaxWaitMillis = cfg.fetchWaitMaxMs
+	req.MinBytes = cfg.fetchMinBytes
+	req.MaxBytes = cfg.fetchRespMax
+	req.IsolationLevel = 0
+	req.SessionEpoch = -1
+	type fetchKey struct {
+		topic string
+		part  int32
+	}
+	offsets := map[fetchKey]int64{}
+	byName := map[string]*partition{}
+	topicIdx := map[string]int{}
+	useIDs := true
+	for _, p := range ps {
+		p.mu.Lock()
+		l, err := p.getLog()
+		if err != nil {
+			p.fail("open local log: "+err.Error(), false)
+			p.mu.Unlock()
+			continue
+		}
+		fo := l.LogEndOffset()
+		lfe := l.LatestEpoch()
+		p.mu.Unlock()
+		if p.topicID == (metadata.TopicID{}) {
+			useIDs = false
+		}
+		i, ok := topicIdx[p.topic]
+		if !ok {
+			t := kmsg.NewFetchRequestTopic()
+			t.Topic = p.topic
+			t.TopicID = p.topicID
+			req.Topics = append(req.Topics, t)
+			i = len(req.Topics) - 1
+			topicIdx[p.topic] = i
+		}
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition = p.index
+		rp.FetchOffset = fo
+		rp.LastFetchedEpoch = lfe
+		rp.CurrentLeaderEpoch = -1
+		rp.LogStartOffset = -1
+		rp.PartitionMaxBytes = cfg.fetchMaxBytes
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+		offsets[fetchKey{p.topic, p.index}] = fo
+		byName[p.topic] = p
+	}
+	if len(req.Topics) == 0 {
+		return false
+	}
+	var kreq kmsg.Request = req
+	if !useIDs {
+		kreq = fetchV12{req}
+	}
+	broker := src.cl.Broker(int(f.key.broker))
+	kresp, err := broker.Request(ctx, kreq)
+	if err != nil {
+		if ctx.Err() != nil {
+			return true
+		}
+		f.r.m.log.Warn("mirror fetch failed", "mirror", f.r.name, "sourceBroker", f.key.broker, "err", err)
+		f.r.requestMeta()
+		for _, p := range ps {
+			p.mu.Lock()
+			p.fetchErrs++
+			if p.fetchErrs >= 3 {
+				p.fetchErrs = 0
+				p.fail("fetch from source broker: "+err.Error(), false)
+			}
+			p.mu.Unlock()
+		}
+		return false
+	}
+	resp := kresp.(*kmsg.FetchResponse)
+	if resp.ErrorCode != 0 {
+		f.r.m.log.Warn("mirror fetch error", "mirror", f.r.name, "sourceBroker", f.key.broker,
+			"err", kerr.ErrorForCode(resp.ErrorCode))
+		f.r.requestMeta()
+		return false
+	}
+	byID := map[metadata.TopicID]string{}
+	for _, p := range ps {
+		byID[p.topicID] = p.topic
+	}
+	parts := map[fetchKey]*partition{}
+	for _, p := range ps {
+		parts[fetchKey{p.topic, p.index}] = p
+	}
+	total := 0
+	ok := true
+	for i := range resp.Topics {
+		rt := &resp.Topics[i]
+		name := rt.Topic
+		if n, found := byID[rt.TopicID]; found && rt.TopicID != (metadata.TopicID{}) {
+			name = n
+		}
+		for j := range rt.Partitions {
+			rp := &rt.Partitions[j]
+			k := fetchKey{name, rp.Partition}
+			p := parts[k]
+			if p == nil {
+				continue
+			}
+			total += len(rp.RecordBatches)
+			fr := fetchResult{fetchOffset: offsets[k], resp: rp, sourceStart: -1, sourceEnd: -1}
+			if rp.ErrorCode == kerr.OffsetOutOfRange.Code {
+				fr.sourceStart, fr.sourceEnd = f.sourceRange(ctx, src, p)
+			}
+			if p.applyFetch(fr) {
+				f.r.requestMeta()
+				ok = false
+			}
+			if p.raiseNeeded() {
+				f.r.kick()
+			}
+		}
+	}
+	f.r.m.throttle.wait(ctx, total)
+	return ok || total > 0
+}
+
+// sourceRange looks up the source log start and end of p after OFFSET_OUT_OF_RANGE.
+func (f *fetcher) sourceRange(ctx context.Context, src *source, p *partition) (int64, int64) {
+	start, err1 := src.listOffset(ctx, p.topic, p.index, listEarliest)
+	end, err2 := src.listOffset(ctx, p.topic, p.index, listLatest)
+	if err := errors.Join(err1, err2); err != nil {
+		f.r.m.log.Warn("mirror: source offsets after OFFSET_OUT_OF_RANGE", "partition", p.String(), "err", err)
+		return -1, -1
+	}
+	return start, end
+}
+
+func (p *partition) raiseNeeded() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.raiseTo != 0
+}
+
+// throttle caps mirror fetch traffic per broker (mirror.replication.throttled.rate,
+// bytes/s) by sleeping after each response in proportion to its size.
+type throttle struct {
+	rate int64
+	mu   sync.Mutex
+	next time.Time
+}
+
+func (t *throttle) wait(ctx context.Context, n int) {
+	if t == nil || t.rate <= 0 || n <= 0 {
+		return
+	}
+	t.mu.Lock()
+	now := time.Now()
+	if t.next.Before(now) {
+		t.next = now
+	}
+	t.next = t.next.Add(time.Duration(float64(n) / float64(t.rate) * float64(time.Second)))
+	d := t.next.Sub(now)
+	t.mu.Unlock()
+	if d <= 0 {
+		return
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}

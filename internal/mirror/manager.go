@@ -1,0 +1,316 @@
+package mirror
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+
+	"github.com/kmirror/kmirror/internal/metadata"
+	"github.com/kmirror/kmirror/internal/mirrorproto"
+	"github.com/kmirror/kmirror/internal/storage"
+)
+
+// Local is the destination broker as the mirror manager sees it.
+type Local interface {
+	// ClusterID is this cluster's ID.
+	ClusterID() string
+	// Metadata is the cluster metadata controller (topics, mirrors, desired states).
+	Metadata() *metadata.Controller
+	// Log returns the local log of topic/partition, opening it if the topic exists in the
+	// metadata image.
+	Log(topic string, partition int32) (*storage.Log, error)
+	// CreateTopic creates a topic through the metadata log with the given ID, partition
+	// count and configs, then opens its logs; an existing topic with the same name and ID
+	// is success (failback); another ID is an error.
+	CreateTopic(ctx context.Context, name string, id metadata.TopicID, partitions int32, configs map[string]string, mirror *metadata.MirrorTopic) error
+	// NodeID is this broker's node ID.
+	NodeID() int32
+	// Advertised is host:port of this broker, for logs.
+	Advertised() string
+}
+
+// Options configures a Manager.
+type Options struct {
+	Local  Local
+	Logger *slog.Logger
+	Config BrokerConfig
+}
+
+// tp names a partition of a topic.
+type tp struct {
+	topic     string
+	partition int32
+}
+
+// Manager runs Cluster Mirroring on the destination broker (spec sections 3–8): the
+// mirror RPCs, one runner per mirror (source metadata, the partition state machine),
+// the fetchers, and the partition states in __mirror_state.
+type Manager struct {
+	local    Local
+	log      *slog.Logger
+	cfg      BrokerConfig
+	store    stateStore
+	throttle *throttle
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	mirrors map[string]*mirrorRT
+	parts   map[tp]*partition
+	loaded  map[stateKey]*stateRecord
+	started bool
+
+	stateMu sync.Mutex
+	stateCh chan struct{} // closed and replaced on every state change
+}
+
+// NewManager returns a Manager; call Start before serving RPCs.
+func NewManager(opts Options) *Manager {
+	lg := opts.Logger
+	if lg == nil {
+		lg = slog.Default()
+	}
+	cfg := opts.Config.withDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Manager{
+		local: opts.Local, log: lg.With("component", "mirror"), cfg: cfg,
+		store:    stateStore{local: opts.Local},
+		throttle: &throttle{rate: cfg.ThrottledRate},
+		ctx:      ctx, cancel: cancel,
+		mirrors: map[string]*mirrorRT{}, parts: map[tp]*partition{}, loaded: map[stateKey]*stateRecord{},
+		stateCh: make(chan struct{}),
+	}
+}
+
+// Start creates __mirror_state (compacted, mirror.state.topic.num.partitions partitions)
+// if missing, loads the partition states, starts every mirror and its partitions as the
+// metadata image asks, and follows metadata changes until Close.
+func (m *Manager) Start(ctx context.Context) error {
+	if err := m.store.ensure(ctx, m.cfg.StateTopicPartitions); err != nil {
+		return err
+	}
+	loaded, err := m.store.load()
+	if err != nil {
+		return fmt.Errorf("load %s: %w", StateTopic, err)
+	}
+	m.mu.Lock()
+	m.loaded = loaded
+	m.started = true
+	m.mu.Unlock()
+	sub := m.local.Metadata().Subscribe()
+	m.reconcile()
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		for {
+			select {
+			case <-m.ctx.Done():
+				return
+			case _, ok := <-sub:
+				if !ok {
+					return
+				}
+				m.reconcile()
+			}
+		}
+	}()
+	return nil
+}
+
+// Close stops every runner and fetcher and closes the source connections. Partition
+// states stay in __mirror_state; a new Manager resumes from them.
+func (m *Manager) Close() {
+	m.cancel()
+	m.mu.Lock()
+	rts := make([]*mirrorRT, 0, len(m.mirrors))
+	for _, r := range m.mirrors {
+		rts = append(rts, r)
+	}
+	m.mirrors = map[string]*mirrorRT{}
+	m.mu.Unlock()
+	for _, r := range rts {
+		r.stop()
+	}
+	m.wg.Wait()
+}
+
+// notifyState wakes waiters of partition state changes.
+func (m *Manager) notifyState() {
+	m.stateMu.Lock()
+	close(m.stateCh)
+	m.stateCh = make(chan struct{})
+	m.stateMu.Unlock()
+}
+
+func (m *Manager) stateChanged() <-chan struct{} {
+	m.stateMu.Lock()
+	defer m.stateMu.Unlock()
+	return m.stateCh
+}
+
+// reconcile brings runners and partition runtimes in line with the metadata image.
+func (m *Manager) reconcile() {
+	im := m.local.Metadata().Image()
+	m.mu.Lock()
+	if !m.started || m.ctx.Err() != nil {
+		m.mu.Unlock()
+		return
+	}
+	var stopped []*mirrorRT
+	for name, r := range m.mirrors {
+		if _, ok := im.Mirrors[name]; !ok {
+			delete(m.mirrors, name)
+			stopped = append(stopped, r)
+		}
+	}
+	for name := range im.Mirrors {
+		if _, ok := m.mirrors[name]; !ok {
+			m.mirrors[name] = newMirrorRT(m, name)
+		}
+	}
+	want := map[tp]bool{}
+	for _, t := range im.Topics {
+		if t.Mirror == nil {
+			continue
+		}
+		if _, ok := im.Mirrors[t.Mirror.MirrorName]; !ok {
+			continue
+		}
+		for i := int32(0); i < t.Partitions; i++ {
+			k := tp{t.Name, i}
+			want[k] = true
+			if p := m.parts[k]; p != nil && p.mirror == t.Mirror.MirrorName && p.topicID == t.ID {
+				continue
+			}
+			m.parts[k] = m.newPartition(t.Mirror.MirrorName, t.Name, t.ID, i)
+		}
+	}
+	for k := range m.parts {
+		if !want[k] {
+			delete(m.parts, k)
+		}
+	}
+	rts := make([]*mirrorRT, 0, len(m.mirrors))
+	for _, r := range m.mirrors {
+		rts = append(rts, r)
+	}
+	m.mu.Unlock()
+	for _, r := range stopped {
+		r.stop()
+	}
+	for _, r := range rts {
+		r.kick()
+	}
+}
+
+// newPartition builds a partition runtime from its persisted state. A partition that was
+// mid-mirroring restarts through LOG_ALIGNMENT (its runtime starts as UNKNOWN); PAUSED,
+// PAUSING, STOPPING, STOPPED and FAILED are kept. m.mu held.
+func (m *Manager) newPartition(mirror, topic string, id metadata.TopicID, idx int32) *partition {
+	p := &partition{m: m, mirror: mirror, topic: topic, topicID: id, index: idx}
+	p.sourceHW.Store(-1)
+	p.leader.Store(-1)
+	st := m.loaded[p.key()]
+	if st == nil {
+		st = newStateRecord()
+	} else {
+		cp := *st
+		st = &cp
+		switch st.State {
+		case mirrorproto.StateMirroring, mirrorproto.StateLogAlignment, mirrorproto.StateEpochFencing,
+			mirrorproto.StateULERecovery:
+			st.PrevState = st.State
+			st.State = mirrorproto.StateUnknown
+		}
+	}
+	p.st = st
+	p.cur.Store(int32(st.State))
+	return p
+}
+
+// partitionsOf returns the partitions of mirror, sorted by topic and partition.
+func (m *Manager) partitionsOf(mirror string) []*partition {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []*partition
+	for _, p := range m.parts {
+		if p.mirror == mirror {
+			out = append(out, p)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].topic != out[j].topic {
+			return out[i].topic < out[j].topic
+		}
+		return out[i].index < out[j].index
+	})
+	return out
+}
+
+// topicPartitions returns the partitions of topic, by index.
+func (m *Manager) topicPartitions(topic string) []*partition {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []*partition
+	for k, p := range m.parts {
+		if k.topic == topic {
+			out = append(out, p)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].index < out[j].index })
+	return out
+}
+
+func (m *Manager) partitionOf(topic string, idx int32) *partition {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.parts[tp{topic, idx}]
+}
+
+func (m *Manager) runner(name string) *mirrorRT {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.mirrors[name]
+}
+
+// waitStates waits until ok holds for every partition of topics or ctx ends.
+func (m *Manager) waitStates(ctx context.Context, topics []string, ok func(*partition) bool) error {
+	for {
+		ch := m.stateChanged()
+		all := true
+		for _, t := range topics {
+			for _, p := range m.topicPartitions(t) {
+				if !ok(p) {
+					all = false
+				}
+			}
+		}
+		if all {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ch:
+		}
+	}
+}
+
+// errNonRetryable wraps a failure that must not be retried (RetryAttempt −1).
+type errNonRetryable struct{ msg string }
+
+func (e *errNonRetryable) Error() string { return e.msg }
+
+func nonRetryable(format string, args ...any) error {
+	return &errNonRetryable{msg: fmt.Sprintf(format, args...)}
+}
+
+func isNonRetryable(err error) bool {
+	var e *errNonRetryable
+	return errors.As(err, &e)
+}

@@ -1,0 +1,444 @@
+package mirror
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/internal/metadata"
+	"github.com/kmirror/kmirror/internal/mirrorproto"
+	"github.com/kmirror/kmirror/internal/record"
+	"github.com/kmirror/kmirror/internal/storage"
+)
+
+// epochRaiseMargin is how far above an epoch every raise goes, and epochRaiseWithin how
+// close a mirrored batch epoch may come to a raised local epoch before the next raise
+// (spec section 6: "within 3", "+10").
+const (
+	epochRaiseMargin = 10
+	epochRaiseWithin = 3
+)
+
+// partition is the runtime of one mirror partition: its persisted state and the live
+// facts (source HW, counters). mu serialises state changes and every log mutation done by
+// the mirror (fetch appends, truncation, failover); it is never held across a network
+// call.
+type partition struct {
+	m       *Manager
+	mirror  string
+	topic   string
+	topicID metadata.TopicID
+	index   int32
+
+	mu  sync.Mutex
+	st  *stateRecord
+	log *storage.Log
+	// stopSaved reports that the last mirror position of the running failover is
+	// already persisted (a re-run after a crash in STOPPING must not overwrite it).
+	nextRetry time.Time
+	raiseTo   int32 // a scheduled EPOCH_FENCING raise, 0 = none
+	fetchErrs int   // consecutive connection-level fetch errors
+
+	cur      atomic.Int32 // st.State, readable without mu (CheckWrite)
+	sourceHW atomic.Int64 // source HW from the latest fetch response, −1 unknown
+	leader   atomic.Int32 // source leader broker ID, −1 unknown
+
+	bytesFetched    atomic.Int64
+	bytesAppended   atomic.Int64
+	batchesAppended atomic.Int64
+}
+
+func (p *partition) key() stateKey {
+	return stateKey{Mirror: p.mirror, TopicID: p.topicID, Partition: p.index}
+}
+
+func (p *partition) String() string { return fmt.Sprintf("%s-%d", p.topic, p.index) }
+
+func (p *partition) state() mirrorproto.State { return mirrorproto.State(p.cur.Load()) }
+
+// getLog returns the local log, opening it on first use. mu held.
+func (p *partition) getLog() (*storage.Log, error) {
+	if p.log != nil {
+		return p.log, nil
+	}
+	l, err := p.m.local.Log(p.topic, p.index)
+	if err != nil {
+		return nil, err
+	}
+	p.log = l
+	return l, nil
+}
+
+// setState moves to state to (spec section 4 table), bumping the state epoch and
+// persisting the record. A refused transition is logged and ignored. mu held.
+func (p *partition) setState(to mirrorproto.State, lastErr string) bool {
+	from := p.st.State
+	if !transitionAllowed(from, to) {
+		p.m.log.Error("refused mirror partition state transition", "mirror", p.mirror, "partition", p.String(),
+			"from", from.String(), "to", to.String())
+		return false
+	}
+	p.st.PrevState = from
+	p.st.State = to
+	p.st.StateEpoch++
+	p.st.LastError = lastErr
+	if p.log != nil {
+		p.st.LeaderEpoch = max(0, p.log.LatestEpoch())
+	}
+	p.cur.Store(int32(to))
+	p.persist()
+	if from != to {
+		p.m.log.Info("mirror partition state", "mirror", p.mirror, "partition", p.String(),
+			"from", from.String(), "to", to.String(), "error", lastErr)
+	}
+	p.m.notifyState()
+	return true
+}
+
+// persist writes the state record to __mirror_state. mu held.
+func (p *partition) persist() {
+	if err := p.m.store.write(p.key(), p.st); err != nil {
+		p.m.log.Error("persist mirror partition state", "mirror", p.mirror, "partition", p.String(), "err", err)
+	}
+}
+
+// fail moves the partition to FAILED (spec section 4): nonRetryable sets RetryAttempt −1,
+// otherwise the next retry is scheduled with exponential backoff and full jitter. mu
+// held.
+func (p *partition) fail(msg string, nonRetryable bool) {
+	if p.st.State == mirrorproto.StateStopping || p.st.State == mirrorproto.StateStopped {
+		return // a failover in progress or done wins
+	}
+	if nonRetryable {
+		p.st.RetryAttempt = mirrorproto.RetryAttemptNonRetryable
+	} else if p.st.RetryAttempt < 0 {
+		p.st.RetryAttempt = 0
+	}
+	p.nextRetry = time.Now().Add(p.m.backoff(p.st.RetryAttempt))
+	p.m.log.Warn("mirror partition failed", "mirror", p.mirror, "partition", p.String(), "error", msg,
+		"retryAttempt", p.st.RetryAttempt)
+	p.setState(mirrorproto.StateFailed, msg)
+}
+
+// backoff returns the full-jitter exponential backoff before retry attempt n+1.
+func (m *Manager) backoff(n int32) time.Duration {
+	ceil := m.cfg.RetryInitialBackoffMs
+	for i := int32(0); i < n && ceil < m.cfg.RetryMaxBackoffMs; i++ {
+		ceil *= 2
+	}
+	ceil = min(ceil, m.cfg.RetryMaxBackoffMs)
+	return time.Duration(rand.Int64N(ceil+1)) * time.Millisecond
+}
+
+// truncateTo truncates the local log to target for LOG_ALIGNMENT or a source
+// truncation, recording the report (spec section 15). mu held.
+func (p *partition) truncateTo(l *storage.Log, target int64, why string) error {
+	leo := l.LogEndOffset()
+	if target >= leo {
+		return nil
+	}
+	var err error
+	if target <= l.LogStartOffset() {
+		err = l.TruncateFullyAndStartAt(target)
+	} else {
+		err = l.TruncateTo(target)
+	}
+	if err != nil {
+		return err
+	}
+	p.st.TruncatedOffset = target
+	p.st.TruncatedRecords = leo - l.LogEndOffset()
+	p.m.log.Warn("mirror partition truncated", "mirror", p.mirror, "partition", p.String(),
+		"reason", why, "truncatedTo", target, "recordsDropped", p.st.TruncatedRecords)
+	return nil
+}
+
+// skipTo jumps an empty-or-behind log to the source log start (spec section 16: silent
+// loss is never silent). mu held.
+func (p *partition) skipTo(l *storage.Log, sourceStart int64) error {
+	leo := l.LogEndOffset()
+	if sourceStart <= leo {
+		return nil
+	}
+	if err := l.TruncateFullyAndStartAt(sourceStart); err != nil {
+		return err
+	}
+	skipped := sourceStart - leo
+	if leo > 0 || l.LogStartOffset() > 0 {
+		p.st.SkippedOffsets += skipped
+		p.m.log.Warn("mirror partition skipped offsets: the source log start passed the mirror position",
+			"mirror", p.mirror, "partition", p.String(), "from", leo, "to", sourceStart, "skipped", skipped)
+		p.persist()
+	}
+	return nil
+}
+
+// fetchResult is what a fetcher learned for one partition.
+type fetchResult struct {
+	fetchOffset int64
+	resp        *kmsg.FetchResponseTopicPartition
+	// sourceStart and sourceEnd are the source's log start and end, looked up after
+	// OFFSET_OUT_OF_RANGE (−1 unknown).
+	sourceStart, sourceEnd int64
+}
+
+// errCorruptBatch marks a malformed mirrored batch.
+var errCorruptBatch = errors.New("corrupt record batch from the source")
+
+// applyFetch appends one partition's fetch response (spec section 3). It returns true
+// when the partition needs the source metadata refreshed (leader moved, topic unknown).
+func (p *partition) applyFetch(fr fetchResult) (needMeta bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.st.State != mirrorproto.StateMirroring {
+		return false
+	}
+	l, err := p.getLog()
+	if err != nil {
+		p.fail("open local log: "+err.Error(), false)
+		return false
+	}
+	if l.LogEndOffset() != fr.fetchOffset {
+		return false // truncated or appended meanwhile: stale response
+	}
+	p.fetchErrs = 0
+	resp := fr.resp
+	switch resp.ErrorCode {
+	case 0:
+	case kerr.OffsetOutOfRange.Code:
+		return p.outOfRange(l, fr)
+	case kerr.NotLeaderForPartition.Code, kerr.LeaderNotAvailable.Code, kerr.FencedLeaderEpoch.Code,
+		kerr.UnknownLeaderEpoch.Code, kerr.ReplicaNotAvailable.Code, kerr.KafkaStorageError.Code,
+		kerr.UnknownTopicOrPartition.Code, kerr.UnknownTopicID.Code, kerr.InconsistentTopicID.Code,
+		kerr.NotCoordinator.Code, kerr.RequestTimedOut.Code:
+		return true
+	default:
+		p.fail(fmt.Sprintf("fetch from the source: %v", kerr.ErrorForCode(resp.ErrorCode)), false)
+		return false
+	}
+	if resp.HighWatermark >= 0 {
+		p.sourceHW.Store(resp.HighWatermark)
+	}
+	if de := resp.DivergingEpoch; de.Epoch >= 0 && de.EndOffset >= 0 {
+		target := de.EndOffset
+		if ep, end := l.EndOffsetForEpoch(de.Epoch); ep >= 0 && end >= 0 && end < target {
+			target = end
+		}
+		if err := p.truncateTo(l, target, fmt.Sprintf("source diverged at epoch %d end offset %d", de.Epoch, de.EndOffset)); err != nil {
+			p.fail("truncate to the source divergence point: "+err.Error(), false)
+		}
+		p.persist()
+		return false
+	}
+	if resp.LogStartOffset > l.LogEndOffset() {
+		if err := p.skipTo(l, resp.LogStartOffset); err != nil {
+			p.fail("jump to the source log start: "+err.Error(), false)
+		}
+		return false
+	}
+	if err := p.appendBatches(l, resp.RecordBatches); err != nil {
+		p.fail(err.Error(), false)
+		return false
+	}
+	if resp.LogStartOffset > l.LogStartOffset() && resp.LogStartOffset <= l.LogEndOffset() {
+		if err := l.AdvanceLogStartOffset(resp.LogStartOffset); err != nil {
+			p.m.log.Warn("advance mirror log start", "partition", p.String(), "err", err)
+		}
+	}
+	return false
+}
+
+// appendBatches checks every whole batch (length, magic 2, CRC-32C, base offset ≥ LEO),
+// cuts a partial last batch off and appends the rest unchanged with follower semantics.
+// Records are never decoded. mu held.
+func (p *partition) appendBatches(l *storage.Log, data []byte) error {
+	p.bytesFetched.Add(int64(len(data)))
+	leo := l.LogEndOffset()
+	var start, end int // data[start:end] is appended
+	var advanceTo int64 = -1
+	latest := l.LatestEpoch()
+	pos := 0
+	for pos < len(data) {
+		b, _, err := record.Next(data[pos:])
+		if errors.Is(err, record.ErrTruncate) {
+			break // partial last batch: fetched again next time
+		}
+		if err != nil {
+			return fmt.Errorf("%w at byte %d of the fetch at offset %d: %v", errCorruptBatch, pos, leo, err)
+		}
+		if err := b.Check(); err != nil {
+			return fmt.Errorf("%w at offset %d: %v", errCorruptBatch, b.BaseOffset(), err)
+		}
+		size := b.Size()
+		switch {
+		case b.NextOffset() <= leo && end == start:
+			// wholly below the LEO: already here
+			pos += size
+			start, end = pos, pos
+			continue
+		case b.BaseOffset() < leo && end == start:
+			// the first batch straddles the LEO: only allowed on an empty log (a log
+			// start inside a batch, Kafka's UnexpectedAppendOffsetException handling)
+			if leo != l.LogStartOffset() {
+				return fmt.Errorf("%w: batch %d..%d straddles the log end offset %d", errCorruptBatch, b.BaseOffset(), b.LastOffset(), leo)
+			}
+			if err := l.TruncateFullyAndStartAt(b.BaseOffset()); err != nil {
+				return err
+			}
+			advanceTo = leo
+			leo = b.BaseOffset()
+		case b.BaseOffset() < leo:
+			return fmt.Errorf("%w: batch base offset %d below the expected %d", errCorruptBatch, b.BaseOffset(), leo)
+		}
+		// spec section 6: a batch epoch within 3 of a raised local epoch schedules a raise
+		if e := b.LeaderEpoch(); e < latest && latest-e <= epochRaiseWithin {
+			p.raiseTo = max(p.raiseTo, e+epochRaiseMargin)
+		} else if e > latest {
+			latest = e
+		}
+		leo = b.NextOffset()
+		pos += size
+		end = pos
+	}
+	if end > start {
+		if _, err := l.AppendAsFollower(data[start:end]); err != nil {
+			return fmt.Errorf("append mirrored batches: %w", err)
+		}
+		p.bytesAppended.Add(int64(end - start))
+		p.batchesAppended.Add(1)
+		if p.st.RetryAttempt > 0 {
+			p.st.RetryAttempt = 0 // progress: the failure budget starts again
+		}
+	}
+	if advanceTo > 0 {
+		if err := l.AdvanceLogStartOffset(advanceTo); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// outOfRange handles OFFSET_OUT_OF_RANGE (spec section 3): below the source log start →
+// restart at it (reported as skipped); above the source end → the source lost data:
+// truncate to its end. mu held.
+func (p *partition) outOfRange(l *storage.Log, fr fetchResult) bool {
+	leo := l.LogEndOffset()
+	switch {
+	case fr.sourceStart >= 0 && leo < fr.sourceStart:
+		if err := p.skipTo(l, fr.sourceStart); err != nil {
+			p.fail("jump to the source log start: "+err.Error(), false)
+		}
+	case fr.sourceEnd >= 0 && leo > fr.sourceEnd:
+		if err := p.truncateTo(l, fr.sourceEnd, "the source log ends below the mirror position"); err != nil {
+			p.fail("truncate to the source log end: "+err.Error(), false)
+		}
+		p.persist()
+	default:
+		return true
+	}
+	return false
+}
+
+// maybeRaiseEpoch runs EPOCH_FENCING when a raise is scheduled (spec section 6). mu
+// held.
+func (p *partition) maybeRaiseEpoch() {
+	if p.raiseTo == 0 || p.st.State != mirrorproto.StateMirroring {
+		return
+	}
+	to := p.raiseTo
+	p.raiseTo = 0
+	l, err := p.getLog()
+	if err != nil || to <= l.LatestEpoch() {
+		return
+	}
+	p.setState(mirrorproto.StateEpochFencing, "")
+	if err := l.AssignEpoch(to, l.LogEndOffset()); err != nil {
+		p.fail("raise the leader epoch: "+err.Error(), false)
+		return
+	}
+	p.setState(mirrorproto.StateMirroring, "")
+}
+
+// failover runs the failover sequence of spec section 5 for this partition: remove the
+// fetcher (the state change does it: fetchers append only in MIRRORING), persist the
+// last mirror position, raise the epoch above every epoch in the log, abort every open
+// transaction, append MIRROR_PID_RESET, then STOPPED.
+func (p *partition) failover(sourceClusterID string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.st.State == mirrorproto.StateStopped {
+		return nil
+	}
+	l, err := p.getLog()
+	if err != nil {
+		return err
+	}
+	if p.st.State != mirrorproto.StateStopping {
+		if !p.setState(mirrorproto.StateStopping, "") {
+			return fmt.Errorf("cannot stop from %s", p.st.State)
+		}
+		// step 2: the last mirror position
+		p.st.LastMirrorEpoch = l.LatestEpoch()
+		p.st.LastMirrorOffset = l.LogEndOffset()
+		p.persist()
+	}
+	// step 3: an epoch no source batch ever carried
+	newEpoch := max(0, p.st.LastMirrorEpoch) + epochRaiseMargin
+	if newEpoch <= l.LatestEpoch() {
+		newEpoch = l.LatestEpoch()
+	} else if err := l.AssignEpoch(newEpoch, l.LogEndOffset()); err != nil {
+		return fmt.Errorf("raise the leader epoch: %w", err)
+	}
+	now := time.Now().UnixMilli()
+	// step 4: abort what is still open in the mirrored data
+	for _, txn := range l.OpenTransactions() {
+		marker := record.BuildEndTxnMarker(record.ControlAbort, txn.ProducerID, txn.ProducerEpoch, newEpoch, 0, now)
+		if _, err := l.AppendControlAsLeader(marker, newEpoch); err != nil {
+			return fmt.Errorf("abort open transaction of producer %d: %w", txn.ProducerID, err)
+		}
+	}
+	// step 5: forget mirrored producer state
+	if _, err := l.AppendControlAsLeader(record.BuildMirrorPIDReset(sourceClusterID, newEpoch, now), newEpoch); err != nil {
+		return fmt.Errorf("append MIRROR_PID_RESET: %w", err)
+	}
+	p.st.Aligned = false
+	p.st.RetryAttempt = 0
+	p.setState(mirrorproto.StateStopped, "")
+	return nil
+}
+
+// describe returns the describe view of the partition (spec sections 10 and 13).
+func (p *partition) describe() mirrorproto.DescribeClusterMirrorsResponsePartition {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	d := mirrorproto.DescribeClusterMirrorsResponsePartition{
+		PartitionIndex: p.index, SourceOffset: -1, DestinationOffset: -1, Lag: -1,
+		State: p.st.State, RetryAttempt: p.st.RetryAttempt,
+		LastMirrorEpoch: p.st.LastMirrorEpoch, LastMirrorOffset: p.st.LastMirrorOffset,
+		TruncatedOffset: p.st.TruncatedOffset, TruncatedRecords: p.st.TruncatedRecords,
+		SkippedOffsets: p.st.SkippedOffsets,
+	}
+	if p.st.State != mirrorproto.StateFailed {
+		d.RetryAttempt = max(0, d.RetryAttempt)
+	}
+	if p.st.LastError != "" {
+		msg := p.st.LastError
+		d.ErrorMessage = &msg
+	}
+	if l, err := p.getLog(); err == nil {
+		d.DestinationOffset = l.LogEndOffset()
+	}
+	if hw := p.sourceHW.Load(); hw >= 0 {
+		d.SourceOffset = hw
+		if d.DestinationOffset >= 0 {
+			d.Lag = max(0, hw-d.DestinationOffset)
+		}
+	}
+	return d
+}

@@ -1,0 +1,578 @@
+package mirror
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"time"
+
+	"github.com/kmirror/kmirror/internal/metadata"
+	"github.com/kmirror/kmirror/internal/mirrorproto"
+	"github.com/kmirror/kmirror/internal/storage"
+)
+
+// mirrorRT runs one cluster mirror: its source connection, the periodic source metadata
+// refresh (leaders, topic deletion and recreation, partition growth, cluster ID check,
+// topics.include discovery), the partition state machine (spec section 4) and the
+// assignment of MIRRORING partitions to fetchers. One goroutine drives it; RPC handlers
+// change desired states in the metadata log and kick it.
+type mirrorRT struct {
+	m    *Manager
+	name string
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+	wake   chan struct{}
+
+	// guarded by the runner goroutine, read by fetchers through the snapshots
+	cfgMu    chan struct{} // 1-slot lock for cfg/src
+	cfg      *mirrorConfig
+	src      *source
+	connKey  string
+	rawKey   string
+	fetchers map[fetcherKey]*fetcher
+
+	needMeta   chan struct{}
+	lastMeta   time.Time
+	lastListed time.Time
+	suspect    map[string]int
+}
+
+func newMirrorRT(m *Manager, name string) *mirrorRT {
+	ctx, cancel := context.WithCancel(m.ctx)
+	r := &mirrorRT{m: m, name: name, ctx: ctx, cancel: cancel, done: make(chan struct{}),
+		wake: make(chan struct{}, 1), cfgMu: make(chan struct{}, 1), fetchers: map[fetcherKey]*fetcher{},
+		needMeta: make(chan struct{}, 1), suspect: map[string]int{}}
+	go r.run()
+	return r
+}
+
+func (r *mirrorRT) lock()   { r.cfgMu <- struct{}{} }
+func (r *mirrorRT) unlock() { <-r.cfgMu }
+
+func (r *mirrorRT) cfgSnapshot() *mirrorConfig {
+	r.lock()
+	defer r.unlock()
+	return r.cfg
+}
+
+func (r *mirrorRT) sourceSnapshot() *source {
+	r.lock()
+	defer r.unlock()
+	return r.src
+}
+
+// kick wakes the runner.
+func (r *mirrorRT) kick() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// requestMeta asks for a source metadata refresh on the next tick.
+func (r *mirrorRT) requestMeta() {
+	select {
+	case r.needMeta <- struct{}{}:
+	default:
+	}
+	r.kick()
+}
+
+func (r *mirrorRT) stop() {
+	r.cancel()
+	<-r.done
+}
+
+func (r *mirrorRT) run() {
+	defer close(r.done)
+	defer func() {
+		for _, f := range r.fetchers {
+			f.stop()
+		}
+		r.lock()
+		if r.src != nil {
+			r.src.close()
+		}
+		r.unlock()
+	}()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-r.wake:
+		case <-timer.C:
+		}
+		next := r.tick()
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		timer.Reset(next)
+	}
+}
+
+// tick does one round of work and returns when the next round is due.
+func (r *mirrorRT) tick() time.Duration {
+	refresh := time.Duration(r.m.cfg.RefreshIntervalMs) * time.Millisecond
+	im := r.m.local.Metadata().Image()
+	mir, ok := im.Mirrors[r.name]
+	if !ok {
+		return refresh
+	}
+	if err := r.connect(mir); err != nil {
+		r.m.log.Error("mirror configuration", "mirror", r.name, "err", err)
+		return refresh
+	}
+	parts := r.m.partitionsOf(r.name)
+	wait := refresh
+	need := time.Since(r.lastMeta) >= refresh
+	select {
+	case <-r.needMeta:
+		need = true
+	default:
+	}
+	for _, p := range parts {
+		if p.leader.Load() < 0 && activeState(p.state()) {
+			need = true
+		}
+	}
+	if need {
+		if err := r.refreshMeta(im, mir, parts); err != nil {
+			r.m.log.Warn("mirror: source metadata", "mirror", r.name, "err", err)
+			wait = min(wait, r.cfg.fetchBackoff)
+		} else if len(r.suspect) > 0 {
+			wait = min(wait, r.cfg.fetchBackoff)
+			r.requestMetaLater()
+		}
+	}
+	for _, p := range parts {
+		if r.ctx.Err() != nil {
+			return wait
+		}
+		if d := r.drive(p, im, mir); d > 0 {
+			wait = min(wait, d)
+		}
+	}
+	r.assign(parts)
+	return max(wait, time.Millisecond)
+}
+
+func (r *mirrorRT) requestMetaLater() {
+	select {
+	case r.needMeta <- struct{}{}:
+	default:
+	}
+}
+
+// activeState reports states in which the partition wants a source leader.
+func activeState(s mirrorproto.State) bool {
+	switch s {
+	case mirrorproto.StateStopped, mirrorproto.StateStopping, mirrorproto.StatePaused, mirrorproto.StateFailed:
+		return false
+	}
+	return true
+}
+
+// connect (re)creates the source client when the connection settings changed.
+func (r *mirrorRT) connect(mir *metadata.Mirror) error {
+	raw := normalizeConfigs(mir.Configs)
+	rawKey := fmt.Sprint(raw)
+	if r.cfg != nil && rawKey == r.rawKey {
+		return nil
+	}
+	cfg, err := parseMirrorConfig(raw)
+	if err != nil {
+		return err
+	}
+	key := connectionKey(raw)
+	if r.src == nil || key != r.connKey {
+		for k, f := range r.fetchers {
+			f.stop()
+			delete(r.fetchers, k)
+		}
+		src, err := newSource(r.name, cfg)
+		if err != nil {
+			return err
+		}
+		r.lock()
+		if r.src != nil {
+			r.src.close()
+		}
+		r.src = src
+		r.unlock()
+		r.connKey = key
+		r.lastMeta = time.Time{}
+		if r.rawKey != "" {
+			r.m.log.Info("mirror connection settings changed: reconnected", "mirror", r.name)
+		}
+	}
+	r.lock()
+	r.cfg = cfg
+	r.unlock()
+	r.rawKey = rawKey
+	return nil
+}
+
+// refreshMeta asks the source for the mirror's topics and applies what it learns.
+func (r *mirrorRT) refreshMeta(im *metadata.Image, mir *metadata.Mirror, parts []*partition) error {
+	topicSet := map[string]bool{}
+	for _, p := range parts {
+		if t := im.Topics[p.topic]; t != nil && t.Mirror != nil && t.Mirror.Desired != metadata.DesiredStopped {
+			topicSet[p.topic] = true
+		}
+	}
+	topics := make([]string, 0, len(topicSet))
+	for t := range topicSet {
+		topics = append(topics, t)
+	}
+	ctx, cancel := context.WithTimeout(r.ctx, r.cfg.requestTimeout)
+	defer cancel()
+	meta, err := r.src.metadata(ctx, topics)
+	if err != nil {
+		return err
+	}
+	r.lastMeta = time.Now()
+	if mir.SourceClusterID != "" && meta.clusterID != "" && meta.clusterID != mir.SourceClusterID {
+		msg := fmt.Sprintf("The source cluster ID changed from %s to %s.", mir.SourceClusterID, meta.clusterID)
+		for _, p := range parts {
+			p.failNonRetryable(msg)
+		}
+		return nil
+	}
+	byTopic := map[string][]*partition{}
+	for _, p := range parts {
+		byTopic[p.topic] = append(byTopic[p.topic], p)
+	}
+	for _, name := range topics {
+		lt := im.Topics[name]
+		st := meta.topics[name]
+		if st == nil {
+			r.suspect[name]++
+			if r.suspect[name] >= 2 { // confirmed by a second listing (spec section 8)
+				delete(r.suspect, name)
+				for _, p := range byTopic[name] {
+					p.failNonRetryable("The source topic is deleted.")
+				}
+			}
+			continue
+		}
+		delete(r.suspect, name)
+		if st.id != (metadata.TopicID{}) && lt.Mirror.SourceTopicID != (metadata.TopicID{}) && st.id != lt.Mirror.SourceTopicID {
+			msg := fmt.Sprintf("The source topic was recreated with a new topic ID %s (the mirror topic has %s).",
+				topicIDString(st.id), topicIDString(lt.Mirror.SourceTopicID))
+			for _, p := range byTopic[name] {
+				p.failNonRetryable(msg)
+			}
+			continue
+		}
+		n := int32(len(st.partitions))
+		switch {
+		case n < lt.Partitions:
+			msg := fmt.Sprintf("The source topic has %d partitions, fewer than the %d of the mirror topic.", n, lt.Partitions)
+			for _, p := range byTopic[name] {
+				p.failNonRetryable(msg)
+			}
+			continue
+		case n > lt.Partitions:
+			// follow source partition growth (spec section 8); new partitions start in
+			// LOG_ALIGNMENT through reconcile
+			if _, err := r.m.local.Metadata().Apply(ctx, metadata.PartitionCountRecord{Name: name, Partitions: n}); err != nil {
+				r.m.log.Warn("mirror: follow source partition growth", "topic", name, "partitions", n, "err", err)
+			} else {
+				r.m.log.Info("mirror: source partitions grew", "mirror", r.name, "topic", name, "partitions", n)
+			}
+		}
+		for _, sp := range st.partitions {
+			p := r.m.partitionOf(name, sp.Partition)
+			if p == nil {
+				continue
+			}
+			if sp.ErrorCode == 0 && sp.Leader >= 0 {
+				p.leader.Store(sp.Leader)
+			} else {
+				p.leader.Store(-1)
+			}
+		}
+	}
+	r.discover(ctx, im, mir)
+	return nil
+}
+
+// discover starts source topics matching topics.include (and not topics.exclude) that
+// are not yet in any mirror (spec section 8), at most once per refresh interval.
+func (r *mirrorRT) discover(ctx context.Context, im *metadata.Image, mir *metadata.Mirror) {
+	if len(r.cfg.include) == 0 || time.Since(r.lastListed) < time.Duration(r.m.cfg.RefreshIntervalMs)*time.Millisecond {
+		return
+	}
+	r.lastListed = time.Now()
+	all, err := r.src.metadata(ctx, nil)
+	if err != nil {
+		r.m.log.Warn("mirror: topic discovery", "mirror", r.name, "err", err)
+		return
+	}
+	for name, st := range all.topics {
+		if !matchAny(r.cfg.include, name) || matchAny(r.cfg.exclude, name) || isInternal(name) {
+			continue
+		}
+		if lt, ok := im.Topics[name]; ok && lt.Mirror != nil {
+			continue // already mirrored (or stopped: a stopped topic is not rediscovered)
+		}
+		if _, ok := im.Topics[name]; ok {
+			continue // a local topic of the same name is never taken over silently
+		}
+		if err := r.m.startTopic(ctx, mir.Name, st); err != nil {
+			r.m.log.Warn("mirror: start discovered topic", "mirror", r.name, "topic", name, "err", err)
+		} else {
+			r.m.log.Info("mirror: started discovered topic", "mirror", r.name, "topic", name)
+		}
+	}
+}
+
+func (p *partition) failNonRetryable(msg string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.st.State == mirrorproto.StateFailed && p.st.RetryAttempt == mirrorproto.RetryAttemptNonRetryable {
+		return
+	}
+	p.fail(msg, true)
+}
+
+// drive advances one partition towards its desired state (spec section 4) and returns
+// when it wants to be looked at again (0 = no particular time).
+func (r *mirrorRT) drive(p *partition, im *metadata.Image, mir *metadata.Mirror) time.Duration {
+	t := im.Topics[p.topic]
+	if t == nil || t.Mirror == nil || t.ID != p.topicID {
+		return 0
+	}
+	desired := t.Mirror.Desired
+	if desired == metadata.DesiredStopped {
+		if p.state() != mirrorproto.StateStopped {
+			if err := p.failover(mir.SourceClusterID); err != nil {
+				r.m.log.Error("mirror failover", "mirror", r.name, "partition", p.String(), "err", err)
+				return time.Second
+			}
+		}
+		return 0
+	}
+	p.mu.Lock()
+	switch p.st.State {
+	case mirrorproto.StateStopping:
+		p.mu.Unlock()
+		if err := p.failover(mir.SourceClusterID); err != nil {
+			return time.Second
+		}
+		return time.Millisecond
+	case mirrorproto.StateUnknown, mirrorproto.StateStopped:
+		p.setState(mirrorproto.StateLogAlignment, "")
+	case mirrorproto.StatePausing:
+		p.setState(mirrorproto.StatePaused, "")
+	case mirrorproto.StatePaused:
+		if desired == metadata.DesiredMirroring {
+			p.setState(mirrorproto.StateMirroring, "") // resume from the LEO, no truncation
+		}
+	case mirrorproto.StateMirroring:
+		if desired == metadata.DesiredPaused {
+			p.setState(mirrorproto.StatePausing, "")
+			p.setState(mirrorproto.StatePaused, "")
+		} else {
+			p.maybeRaiseEpoch()
+		}
+	case mirrorproto.StateEpochFencing, mirrorproto.StateULERecovery:
+		p.setState(mirrorproto.StateMirroring, "")
+	case mirrorproto.StateFailed:
+		maxA := r.m.cfg.RetryMaxAttempts
+		if p.st.RetryAttempt < 0 || maxA == 0 || p.st.RetryAttempt >= maxA {
+			p.mu.Unlock()
+			return 0
+		}
+		if d := time.Until(p.nextRetry); d > 0 {
+			p.mu.Unlock()
+			return d
+		}
+		p.st.RetryAttempt++
+		p.setState(mirrorproto.StateLogAlignment, p.st.LastError)
+	}
+	aligning := p.st.State == mirrorproto.StateLogAlignment
+	p.mu.Unlock()
+	if aligning {
+		r.align(p)
+		return time.Millisecond // look again soon: pause or further steps may follow
+	}
+	return 0
+}
+
+// align runs LOG_ALIGNMENT (spec sections 4 and 5): the loop check and the failback
+// lookup on the source, the truncation of an untrusted local log, the start position of
+// a new partition, then MIRRORING. Network calls happen without the partition lock.
+func (r *mirrorRT) align(p *partition) {
+	p.mu.Lock()
+	l, err := p.getLog()
+	if err != nil {
+		p.fail("open local log: "+err.Error(), false)
+		p.mu.Unlock()
+		return
+	}
+	aligned, leo, logStart := p.st.Aligned, l.LogEndOffset(), l.LogStartOffset()
+	p.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(r.ctx, r.cfg.requestTimeout)
+	defer cancel()
+	ourCID := r.m.local.ClusterID()
+	resp, err := r.src.describeMirrors(ctx, ourCID, p.topicID, []int32{p.index})
+	oneWay := errors.Is(err, errNoMirrorSupport)
+	if err != nil && !oneWay {
+		p.mu.Lock()
+		p.fail("LOG_ALIGNMENT lookup on the source: "+err.Error(), false)
+		p.mu.Unlock()
+		return
+	}
+	lme, lmo := int32(-1), int64(-1)
+	if resp != nil {
+		for _, sm := range resp.Mirrors {
+			if sm.ErrorCode != 0 || sm.SourceClusterID != ourCID {
+				continue
+			}
+			for _, st := range sm.Topics {
+				if st.TopicName != p.topic && st.TopicID != p.topicID {
+					continue
+				}
+				for _, sp := range st.Partitions {
+					if sp.PartitionIndex == p.index && sp.State != mirrorproto.StateStopped {
+						p.failNonRetryable(fmt.Sprintf("Mirror loop: the source mirrors %s from this cluster (mirror %s, state %s).",
+							p.String(), sm.MirrorName, sp.State))
+						return
+					}
+				}
+			}
+		}
+		for _, lr := range resp.LookupResults {
+			if lr.TopicID != p.topicID {
+				continue
+			}
+			for _, lp := range lr.Partitions {
+				if lp.PartitionIndex == p.index {
+					lme, lmo = lp.LastMirrorEpoch, lp.LastMirrorOffset
+				}
+			}
+		}
+	}
+	// the start position of a new, empty mirror partition (spec sections 11, 16)
+	startAt := int64(-1)
+	if !aligned && leo == logStart {
+		var so int64
+		var err error
+		switch r.cfg.startOffset {
+		case "earliest":
+			so, err = r.src.listOffset(ctx, p.topic, p.index, listEarliest)
+		case "latest":
+			if leo == 0 {
+				so, err = r.src.listOffset(ctx, p.topic, p.index, listLatest)
+			}
+		case "timestamp":
+			if leo == 0 {
+				so, err = r.src.listOffset(ctx, p.topic, p.index, r.cfg.startTimeMs)
+				if err == nil && so < 0 {
+					so, err = r.src.listOffset(ctx, p.topic, p.index, listLatest)
+				}
+			}
+		}
+		if err != nil {
+			p.mu.Lock()
+			p.fail("LOG_ALIGNMENT start offset on the source: "+err.Error(), false)
+			p.mu.Unlock()
+			return
+		}
+		if so > leo {
+			startAt = so
+		}
+	}
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.st.State != mirrorproto.StateLogAlignment || l.LogEndOffset() != leo {
+		return // stopped or changed meanwhile; the next tick looks again
+	}
+	if !aligned && leo > logStart {
+		// The local log may hold records the source never had (failback, or a local
+		// topic started as a mirror topic): keep only the shared history.
+		target := int64(0)
+		why := "no last mirror position on the source: local data cannot be trusted"
+		switch {
+		case oneWay:
+			why = "the source cannot answer the failback lookup (one-way mirroring)"
+			r.m.log.Warn("mirror: one-way mirroring, truncating the local log to 0", "mirror", r.name, "partition", p.String())
+		case lme >= 0 && lmo >= 0:
+			target = failbackTarget(l, lme, lmo)
+			why = fmt.Sprintf("failback to the last mirror position (epoch %d, offset %d)", lme, lmo)
+		}
+		if err := p.truncateTo(l, target, why); err != nil {
+			p.fail("LOG_ALIGNMENT truncation: "+err.Error(), false)
+			return
+		}
+	}
+	if startAt > 0 {
+		if err := l.TruncateFullyAndStartAt(startAt); err != nil {
+			p.fail("LOG_ALIGNMENT start offset: "+err.Error(), false)
+			return
+		}
+	}
+	// step 4 (wait for the ISR to truncate) is immediate on a single broker
+	p.st.Aligned = true
+	p.setState(mirrorproto.StateMirroring, "")
+}
+
+// failbackTarget is the smaller of our end offset of epoch lme and lmo (spec section 4:
+// the epoch alone is not enough).
+func failbackTarget(l *storage.Log, lme int32, lmo int64) int64 {
+	target := lmo
+	ep, end := l.EndOffsetForEpoch(lme)
+	switch {
+	case ep >= 0 && end >= 0:
+		target = min(target, end)
+	case lme > l.LatestEpoch():
+		// every local record is older than lme: the whole log is shared history up to lmo
+	default:
+		target = 0
+	}
+	return min(target, l.LogEndOffset())
+}
+
+// assign hands MIRRORING partitions with a known source leader to their fetchers.
+func (r *mirrorRT) assign(parts []*partition) {
+	n := r.m.cfg.NumReplicaFetchers
+	want := map[fetcherKey][]*partition{}
+	for _, p := range parts {
+		leader := p.leader.Load()
+		if p.state() != mirrorproto.StateMirroring || leader < 0 {
+			continue
+		}
+		h := fnv.New32a()
+		fmt.Fprintf(h, "%s-%d", p.topic, p.index)
+		k := fetcherKey{broker: leader, idx: int(h.Sum32() % uint32(n))}
+		want[k] = append(want[k], p)
+	}
+	for k, f := range r.fetchers {
+		if _, ok := want[k]; !ok {
+			f.set(nil)
+		}
+	}
+	for k, ps := range want {
+		f := r.fetchers[k]
+		if f == nil {
+			f = newFetcher(r, k)
+			r.fetchers[k] = f
+		}
+		f.set(ps)
+	}
+}
+
+func isInternal(topic string) bool { return len(topic) >= 2 && topic[:2] == "__" }
+
+func topicIDString(id metadata.TopicID) string { return metadata.TopicIDString(id) }
