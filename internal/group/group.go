@@ -12,7 +12,6 @@ import (
 
 // Kafka error codes returned by the coordinator.
 var (
-	errUnknownServer             = kerr.UnknownServerError.Code
 	errUnknownTopicOrPartition   = kerr.UnknownTopicOrPartition.Code
 	errCoordinatorLoadInProgress = kerr.CoordinatorLoadInProgress.Code
 	errCoordinatorNotAvailable   = kerr.CoordinatorNotAvailable.Code
