@@ -141,7 +141,7 @@ func readAllBatches(t testing.TB, l *Log) []record.Batch {
 			t.Fatalf("Read(%d): %v", off, err)
 		}
 		if len(data) == 0 {
-			t.Fatalf("Read(%d) returned nothing below LEO %d", off, l.LogEndOffset())
+			break // the LEO lies past the data (a truncation into a gap)
 		}
 		for len(data) > 0 {
 			b, rest, err := record.Next(data)
