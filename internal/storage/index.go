@@ -1,8 +1,8 @@
 package storage
 
 import (
-	"errors"
 	"encoding/binary"
+	"errors"
 	"os"
 	"sort"
 	"sync"

@@ -276,7 +276,7 @@ func controlValue(b record.Batch) []byte {
 		return nil
 	}
 	recs = recs[n+1:] // attributes
-	for range 2 {      // timestampDelta, offsetDelta
+	for range 2 {     // timestampDelta, offsetDelta
 		if _, n = binary.Varint(recs); n <= 0 {
 			return nil
 		}

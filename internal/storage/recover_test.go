@@ -47,9 +47,9 @@ func TestEpochCache(t *testing.T) {
 			}
 		}
 		for _, c := range []struct {
-			req  int32
-			e    int32
-			o    int64
+			req int32
+			e   int32
+			o   int64
 		}{
 			{1, 1, 0},   // below the earliest: requested epoch, first start offset (Kafka)
 			{2, 2, 20},  //
