@@ -1,0 +1,415 @@
+package mirror
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/internal/metadata"
+	"github.com/kmirror/kmirror/internal/mirrorproto"
+	"github.com/kmirror/kmirror/internal/record"
+	"github.com/kmirror/kmirror/internal/storage"
+)
+
+// testLocal is a destination broker for tests: a real metadata controller and real logs
+// in a temporary directory, without the network front end.
+type testLocal struct {
+	t    testing.TB
+	dir  string
+	meta *metadata.Controller
+	logs *storage.Manager
+}
+
+func testLogger() *slog.Logger {
+	if os.Getenv("MIRROR_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(ioDiscard{}, nil))
+}
+
+type ioDiscard struct{}
+
+func (ioDiscard) Write(p []byte) (int, error) { return len(p), nil }
+
+func openTestLocal(t testing.TB, dir string) *testLocal {
+	t.Helper()
+	meta, err := metadata.Open(metadata.Options{Dir: filepath.Join(dir, "meta"), NodeID: 1, Logger: testLogger()})
+	if err != nil {
+		t.Fatalf("metadata.Open: %v", err)
+	}
+	logs, err := storage.OpenManager(filepath.Join(dir, "logs"), testLogger())
+	if err != nil {
+		t.Fatalf("storage.OpenManager: %v", err)
+	}
+	return &testLocal{t: t, dir: dir, meta: meta, logs: logs}
+}
+
+func (l *testLocal) close() {
+	l.logs.Close()
+	l.meta.Close()
+}
+
+func (l *testLocal) ClusterID() string              { return l.meta.Image().ClusterID }
+func (l *testLocal) Metadata() *metadata.Controller { return l.meta }
+func (l *testLocal) NodeID() int32                  { return 1 }
+func (l *testLocal) Advertised() string             { return "127.0.0.1:0" }
+
+func (l *testLocal) Log(topic string, partition int32) (*storage.Log, error) {
+	t, ok := l.meta.Image().Topic(topic)
+	if !ok || partition < 0 || partition >= t.Partitions {
+		return nil, fmt.Errorf("unknown partition %s-%d", topic, partition)
+	}
+	return l.logs.Open(topic, partition, t.ID, storage.DefaultConfig())
+}
+
+func (l *testLocal) CreateTopic(ctx context.Context, name string, id metadata.TopicID, partitions int32, configs map[string]string, mirror *metadata.MirrorTopic) error {
+	if t, ok := l.meta.Image().Topic(name); ok {
+		if t.ID != id {
+			return fmt.Errorf("topic %s exists with another topic ID", name)
+		}
+	} else if _, err := l.meta.Apply(ctx, metadata.TopicRecord{Name: name, ID: id, Partitions: partitions, Configs: configs, Mirror: mirror}); err != nil {
+		return err
+	}
+	for p := int32(0); p < partitions; p++ {
+		if _, err := l.Log(name, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// env is a destination broker with a running mirror Manager.
+type env struct {
+	t     *testing.T
+	dir   string
+	local *testLocal
+	m     *Manager
+}
+
+func fastConfig() BrokerConfig {
+	c := DefaultBrokerConfig()
+	c.RefreshIntervalMs = 300
+	c.RetryInitialBackoffMs = 20
+	c.RetryMaxBackoffMs = 200
+	c.StateTopicPartitions = 5
+	return c
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	e := &env{t: t, dir: t.TempDir()}
+	e.start()
+	t.Cleanup(e.stop)
+	return e
+}
+
+func (e *env) start() {
+	e.t.Helper()
+	e.local = openTestLocal(e.t, e.dir)
+	e.m = NewManager(Options{Local: e.local, Logger: testLogger(), Config: fastConfig()})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := e.m.Start(ctx); err != nil {
+		e.t.Fatalf("Start: %v", err)
+	}
+}
+
+func (e *env) stop() {
+	if e.m != nil {
+		e.m.Close()
+		e.m = nil
+	}
+	if e.local != nil {
+		e.local.close()
+		e.local = nil
+	}
+}
+
+// restart closes the manager, the logs and the metadata, and opens them again.
+func (e *env) restart() {
+	e.stop()
+	e.start()
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func (e *env) createMirror(name, bootstrap string, extra ...string) {
+	e.t.Helper()
+	req := &mirrorproto.CreateClusterMirrorRequest{MirrorName: name,
+		Config: []mirrorproto.CreateClusterMirrorRequestConfig{{Name: "bootstrap.servers", Value: bootstrap}}}
+	for i := 0; i+1 < len(extra); i += 2 {
+		req.Config = append(req.Config, mirrorproto.CreateClusterMirrorRequestConfig{Name: extra[i], Value: extra[i+1]})
+	}
+	resp := e.m.CreateClusterMirror(ctxT(e.t), req)
+	if resp.ErrorCode != 0 {
+		e.t.Fatalf("CreateClusterMirror: %v", mirrorproto.ErrorFor(resp.ErrorCode, resp.ErrorMessage))
+	}
+}
+
+func (e *env) startTopics(mirror string, names ...string) {
+	e.t.Helper()
+	req := mirrorproto.NewStartMirrorTopicsRequest()
+	req.MirrorName = mirror
+	for _, n := range names {
+		if strings.ContainsAny(n, ".*") {
+			req.IncludePatterns = append(req.IncludePatterns, n)
+		} else {
+			req.Topics = append(req.Topics, mirrorproto.StartMirrorTopicsRequestTopic{TopicName: n})
+		}
+	}
+	resp := e.m.StartMirrorTopics(ctxT(e.t), req)
+	if resp.ErrorCode != 0 {
+		e.t.Fatalf("StartMirrorTopics: %v", mirrorproto.ErrorFor(resp.ErrorCode, resp.ErrorMessage))
+	}
+	for _, tr := range resp.Topics {
+		if tr.ErrorCode != 0 {
+			e.t.Fatalf("StartMirrorTopics %s: %v", tr.Name, mirrorproto.ErrorFor(tr.ErrorCode, tr.ErrorMessage))
+		}
+	}
+}
+
+func (e *env) stopTopics(mirror string, names ...string) {
+	e.t.Helper()
+	req := mirrorproto.NewStopMirrorTopicsRequest()
+	req.MirrorName = mirror
+	for _, n := range names {
+		req.Topics = append(req.Topics, mirrorproto.TopicName{TopicName: n})
+	}
+	resp := e.m.StopMirrorTopics(ctxT(e.t), req)
+	if resp.ErrorCode != 0 {
+		e.t.Fatalf("StopMirrorTopics: %v", mirrorproto.ErrorFor(resp.ErrorCode, resp.ErrorMessage))
+	}
+	for _, tr := range resp.Topics {
+		if tr.ErrorCode != 0 {
+			e.t.Fatalf("StopMirrorTopics %s: %v", tr.Name, mirrorproto.ErrorFor(tr.ErrorCode, tr.ErrorMessage))
+		}
+	}
+}
+
+// describe returns the partitions of topic in mirror.
+func (e *env) describe(mirror, topic string) []mirrorproto.DescribeClusterMirrorsResponsePartition {
+	resp := e.m.DescribeClusterMirrors(context.Background(), &mirrorproto.DescribeClusterMirrorsRequest{MirrorNames: []string{mirror}})
+	for _, m := range resp.Mirrors {
+		for _, t := range m.Topics {
+			if t.TopicName == topic {
+				return t.Partitions
+			}
+		}
+	}
+	return nil
+}
+
+// eventually polls cond until it holds, failing the test with what() after a generous
+// bound (a hang guard, not a timing assertion).
+func eventually(t *testing.T, what func() string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(45 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("condition never held: %s", what())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitCaughtUp waits until every partition of topic is MIRRORING with the LEO at the
+// source end offset.
+func (e *env) waitCaughtUp(src *kgo.Client, mirror, topic string) {
+	e.t.Helper()
+	ends := sourceEnds(e.t, src, topic)
+	var last []mirrorproto.DescribeClusterMirrorsResponsePartition
+	eventually(e.t, func() string { return fmt.Sprintf("%s: source ends %v, describe %+v", topic, ends, last) }, func() bool {
+		last = e.describe(mirror, topic)
+		if len(last) != len(ends) {
+			return false
+		}
+		for _, p := range last {
+			if p.State != mirrorproto.StateMirroring || p.DestinationOffset != ends[p.PartitionIndex] {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func (e *env) waitState(mirror, topic string, want mirrorproto.State) {
+	e.t.Helper()
+	var last []mirrorproto.DescribeClusterMirrorsResponsePartition
+	eventually(e.t, func() string { return fmt.Sprintf("%s: want %s, describe %+v", topic, want, last) }, func() bool {
+		last = e.describe(mirror, topic)
+		if len(last) == 0 {
+			return false
+		}
+		for _, p := range last {
+			if p.State != want {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// sourceEnds returns the end offset (HW) of every partition of topic on the source.
+func sourceEnds(t *testing.T, cl *kgo.Client, topic string) map[int32]int64 {
+	t.Helper()
+	return listOffsets(t, cl, topic, -1)
+}
+
+func listOffsets(t *testing.T, cl *kgo.Client, topic string, ts int64) map[int32]int64 {
+	t.Helper()
+	mreq := kmsg.NewPtrMetadataRequest()
+	mt := kmsg.NewMetadataRequestTopic()
+	mt.Topic = kmsg.StringPtr(topic)
+	mreq.Topics = append(mreq.Topics, mt)
+	mresp, err := mreq.RequestWith(context.Background(), cl)
+	if err != nil || len(mresp.Topics) != 1 {
+		t.Fatalf("source metadata: %v", err)
+	}
+	req := kmsg.NewPtrListOffsetsRequest()
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = topic
+	for _, p := range mresp.Topics[0].Partitions {
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition = p.Partition
+		rp.Timestamp = ts
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err != nil {
+		t.Fatalf("source ListOffsets: %v", err)
+	}
+	out := map[int32]int64{}
+	for _, rt := range resp.Topics {
+		for _, p := range rt.Partitions {
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				t.Fatalf("source ListOffsets %s-%d: %v", topic, p.Partition, err)
+			}
+			out[p.Partition] = p.Offset
+		}
+	}
+	return out
+}
+
+// batchAt is one record batch and its base offset.
+type batchAt struct {
+	offset int64
+	data   []byte
+}
+
+// sourceBatches reads every batch of topic/partition from the source with raw Fetch
+// requests (READ_UNCOMMITTED), from its log start to its HW.
+func sourceBatches(t *testing.T, cl *kgo.Client, topic string, partition int32) []batchAt {
+	t.Helper()
+	start := listOffsets(t, cl, topic, -2)[partition]
+	end := listOffsets(t, cl, topic, -1)[partition]
+	var out []batchAt
+	off := start
+	for off < end {
+		req := kmsg.NewPtrFetchRequest()
+		req.MaxWaitMillis = 10
+		req.MaxBytes = 1 << 20
+		ft := kmsg.NewFetchRequestTopic()
+		ft.Topic = topic
+		fp := kmsg.NewFetchRequestTopicPartition()
+		fp.Partition = partition
+		fp.FetchOffset = off
+		fp.PartitionMaxBytes = 1 << 20
+		ft.Partitions = append(ft.Partitions, fp)
+		req.Topics = append(req.Topics, ft)
+		pin := &fetchV12{req}
+		kresp, err := cl.Request(context.Background(), pin)
+		if err != nil {
+			t.Fatalf("source fetch: %v", err)
+		}
+		resp := kresp.(*kmsg.FetchResponse)
+		rp := resp.Topics[0].Partitions[0]
+		if rp.ErrorCode != 0 {
+			t.Fatalf("source fetch %s-%d at %d: %v", topic, partition, off, kerr.ErrorForCode(rp.ErrorCode))
+		}
+		batches := splitBatches(rp.RecordBatches)
+		if len(batches) == 0 {
+			t.Fatalf("source fetch %s-%d at %d returned nothing below HW %d", topic, partition, off, end)
+		}
+		for _, b := range batches {
+			if b.offset+int64(record.Batch(b.data).LastOffsetDelta()) < off {
+				continue
+			}
+			out = append(out, b)
+			off = record.Batch(b.data).NextOffset()
+		}
+	}
+	return out
+}
+
+// localBatches reads every batch of a local log from its log start to its LEO.
+func localBatches(t *testing.T, l *storage.Log) []batchAt {
+	t.Helper()
+	var out []batchAt
+	off, end := l.LogStartOffset(), l.LogEndOffset()
+	for off < end {
+		data, err := l.Read(off, 1<<20, end, true)
+		if err != nil {
+			t.Fatalf("local read at %d: %v", off, err)
+		}
+		batches := splitBatches(data)
+		if len(batches) == 0 {
+			break
+		}
+		for _, b := range batches {
+			out = append(out, b)
+			off = record.Batch(b.data).NextOffset()
+		}
+	}
+	return out
+}
+
+func splitBatches(data []byte) []batchAt {
+	var out []batchAt
+	for len(data) > 0 {
+		b, rest, err := record.Next(data)
+		if err != nil {
+			break
+		}
+		out = append(out, batchAt{offset: b.BaseOffset(), data: append([]byte(nil), b...)})
+		data = rest
+	}
+	return out
+}
+
+// sameBatches fails unless got and want hold the same (offset, bytes) sequence.
+func sameBatches(t *testing.T, what string, want, got []batchAt) {
+	t.Helper()
+	if len(want) != len(got) {
+		t.Fatalf("%s: %d batches on the source, %d on the destination", what, len(want), len(got))
+	}
+	for i := range want {
+		if want[i].offset != got[i].offset || !bytes.Equal(want[i].data, got[i].data) {
+			t.Fatalf("%s: batch %d differs: source offset %d (%d bytes), destination offset %d (%d bytes)",
+				what, i, want[i].offset, len(want[i].data), got[i].offset, len(got[i].data))
+		}
+	}
+}
+
+func (e *env) localLog(topic string, p int32) *storage.Log {
+	e.t.Helper()
+	l, err := e.local.Log(topic, p)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return l
+}
