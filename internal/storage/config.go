@@ -39,12 +39,10 @@ func DefaultConfig() Config {
 // sanitize replaces unusable values with defaults so that a bad config never panics.
 func (c Config) sanitize() Config {
 	d := DefaultConfig()
-	if c.SegmentBytes <= 0 || c.SegmentBytes > math.MaxInt32 {
-		c.SegmentBytes = min(max(c.SegmentBytes, 0), math.MaxInt32)
-		if c.SegmentBytes == 0 {
-			c.SegmentBytes = d.SegmentBytes
-		}
+	if c.SegmentBytes <= 0 {
+		c.SegmentBytes = d.SegmentBytes
 	}
+	c.SegmentBytes = min(c.SegmentBytes, math.MaxInt32) // positions in .index are int32
 	if c.SegmentMs <= 0 {
 		c.SegmentMs = d.SegmentMs
 	}

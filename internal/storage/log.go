@@ -1,7 +1,6 @@
 package storage
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -258,14 +257,6 @@ func (l *Log) appendLocked(buf []byte, ps []pending) (AppendInfo, error) {
 			info.MaxTimestamp, info.OffsetOfMaxTimestamp = ts, p.b.LastOffset()
 		}
 	}
-	epochChanged := false
-	defer func() {
-		if epochChanged {
-			if err := l.epochs.flush(); err != nil {
-				l.logger.Error("writing leader-epoch-checkpoint", "err", err)
-			}
-		}
-	}()
 	for i := 0; i < len(ps); {
 		seg := l.active()
 		if l.shouldRoll(seg, ps[i].b, seg.size.Load()) {
@@ -279,12 +270,10 @@ func (l *Log) appendLocked(buf []byte, ps []pending) (AppendInfo, error) {
 		j := i
 		for j < len(ps) && (j == i || !l.shouldRoll(seg, ps[j].b, pos)) {
 			if l.epochs.assign(ps[j].b.LeaderEpoch(), ps[j].b.BaseOffset()) {
-				epochChanged = true
-				// Kafka writes the epoch before the records it covers.
+				// Kafka records the epoch before the records it covers.
 				if err := l.epochs.flush(); err != nil {
 					return AppendInfo{}, err
 				}
-				epochChanged = false
 			}
 			pos += int64(len(ps[j].b))
 			j++
@@ -367,6 +356,9 @@ func (l *Log) shouldRoll(seg *segment, b record.Batch, size int64) bool {
 // active segment is replaced instead of kept.
 func (l *Log) roll(base int64) error {
 	old := l.active()
+	if old.size.Load() == 0 && old.base == base {
+		return nil
+	}
 	if old.size.Load() > 0 {
 		if err := old.finishTimeIndex(); err != nil {
 			return err
@@ -611,6 +603,3 @@ func (l *Log) Delete() error {
 	l.notify()
 	return os.RemoveAll(l.dir)
 }
-
-// errStop ends a scan callback early without an error.
-var errStop = errors.New("stop")

@@ -60,6 +60,7 @@ func OpenManager(dir string, logger *slog.Logger) (*Manager, error) {
 	if m.recoveryPts, err = readOffsetsCheckpoint(filepath.Join(dir, recoveryPointCheckpoint)); err != nil {
 		logger.Warn("ignoring unreadable checkpoint", "err", err)
 		m.clean = false
+		m.recoveryPts = map[TopicPartition]int64{}
 	}
 	if m.logStarts, err = readOffsetsCheckpoint(filepath.Join(dir, logStartCheckpoint)); err != nil {
 		logger.Warn("ignoring unreadable checkpoint", "err", err)
@@ -271,6 +272,21 @@ func (m *Manager) writeCheckpoints(logs map[TopicPartition]*Log, withRecovery bo
 	m.checkpointsMu.Lock()
 	defer m.checkpointsMu.Unlock()
 	var starts, points []string
+	m.mu.Lock()
+	// Partitions not opened in this run keep their entries.
+	for tp, v := range m.logStarts {
+		if logs[tp] == nil {
+			starts = append(starts, fmt.Sprintf("%s %d %d", tp.Topic, tp.Partition, v))
+		}
+	}
+	if m.clean {
+		for tp, v := range m.recoveryPts {
+			if logs[tp] == nil {
+				points = append(points, fmt.Sprintf("%s %d %d", tp.Topic, tp.Partition, v))
+			}
+		}
+	}
+	m.mu.Unlock()
 	for tp, l := range logs {
 		starts = append(starts, fmt.Sprintf("%s %d %d", tp.Topic, tp.Partition, l.LogStartOffset()))
 		l.mu.Lock()
@@ -305,6 +321,12 @@ func (m *Manager) Close() error {
 	if first != nil {
 		return first
 	}
+	m.mu.Lock()
+	for tp, l := range logs {
+		m.logStarts[tp] = l.LogStartOffset()
+		m.recoveryPts[tp] = l.recoveryPoint
+	}
+	m.mu.Unlock()
 	if err := m.writeCheckpoints(logs, true); err != nil {
 		return err
 	}
