@@ -11,6 +11,9 @@ package storage
 import "math"
 
 // Config holds per-log settings; field comments give the Kafka topic config names.
+// Start from DefaultConfig: non-positive sizes, intervals and segment.ms take their
+// defaults, but RetentionMs and RetentionBytes are used as given (0 deletes every
+// inactive segment, −1 is unlimited).
 type Config struct {
 	SegmentBytes          int64 // segment.bytes, default 1 GiB
 	SegmentMs             int64 // segment.ms, default 7 days
@@ -47,16 +50,16 @@ func (c Config) sanitize() Config {
 		c.SegmentMs = d.SegmentMs
 	}
 	if c.IndexIntervalBytes <= 0 {
-		c.IndexIntervalBytes = 1
+		c.IndexIntervalBytes = d.IndexIntervalBytes
 	}
 	if c.SegmentIndexBytes < indexEntrySize*2 {
 		c.SegmentIndexBytes = d.SegmentIndexBytes
 	}
 	if c.FlushIntervalMessages <= 0 {
-		c.FlushIntervalMessages = 1
+		c.FlushIntervalMessages = d.FlushIntervalMessages
 	}
-	if c.FlushIntervalMs < 0 {
-		c.FlushIntervalMs = 0
+	if c.FlushIntervalMs <= 0 {
+		c.FlushIntervalMs = d.FlushIntervalMs
 	}
 	return c
 }

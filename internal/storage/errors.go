@@ -15,8 +15,10 @@ var (
 	ErrInvalidProducerEpoch = errors.New("INVALID_PRODUCER_EPOCH: producer epoch is fenced")
 	// ErrCorrupt is CORRUPT_MESSAGE; it wraps the record package error that caused it.
 	ErrCorrupt = errors.New("CORRUPT_MESSAGE: corrupt record batch")
-	// ErrInvalidOffset is INVALID_FETCH_OFFSET-like misuse of follower appends: a batch
-	// whose base offset is below the LEO (or offsets not increasing inside the append).
+	// ErrInvalidOffset rejects a follower append whose batch base offset is below the LEO
+	// or below the end of the previous batch of the same append. Kafka has no wire code
+	// for it (UnexpectedAppendOffsetException, a replica fetcher error); the mirror
+	// fetcher treats it as a malformed fetch (spec section 3: partition to FAILED).
 	ErrInvalidOffset = errors.New("INVALID_OFFSET: batch base offset is below the log end offset")
 	// errClosed is returned by operations on a closed log.
 	errClosed = errors.New("storage: log is closed")
