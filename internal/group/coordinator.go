@@ -56,7 +56,7 @@ type Options struct {
 	OffsetsRetentionCheckMs      int64 // offsets.retention.check.interval.ms (600000)
 	GroupMinSessionTimeoutMs     int32 // group.min.session.timeout.ms (6000)
 	GroupMaxSessionTimeoutMs     int32 // group.max.session.timeout.ms (1800000)
-	GroupInitialRebalanceDelayMs int32 // group.initial.rebalance.delay.ms (3000; negative means 0)
+	GroupInitialRebalanceDelayMs int32 // group.initial.rebalance.delay.ms (Kafka default 3000, set by the broker; zero or negative: no delay)
 	GroupMaxSize                 int32 // group.max.size (MaxInt32)
 	// Log opens partition p of __consumer_offsets.
 	Log func(partition int32) (PartitionLog, error)
