@@ -201,8 +201,20 @@ func TestCompactedGaps(t *testing.T) {
 	if resp, err := req.RequestWith(context.Background(), src); err != nil || resp.Topics[0].ErrorCode != 0 {
 		t.Fatalf("create compacted topic: %v %v", err, resp)
 	}
-	for round := 0; round < 5; round++ {
-		produce(t, addrs, "compacted", 40, kgo.ProducerLinger(0))
+	pcl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic("compacted"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pcl.Close()
+	for i := 0; i < 60; i++ { // one batch per record: unique keys between overwritten ones
+		key := fmt.Sprintf("key-%d", i%3)
+		if i%10 == 0 {
+			key = fmt.Sprintf("once-%d", i)
+		}
+		r := &kgo.Record{Key: []byte(key), Value: []byte(fmt.Sprintf("v%d", i))}
+		if err := pcl.ProduceSync(context.Background(), r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	c.Compact()
 	want := sourceBatches(t, src, "compacted", 0)
