@@ -13,8 +13,11 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/kmirror/kmirror/internal/mirrorproto"
 )
 
 // BrokerConfig holds the broker-level mirror.* settings of spec section 11. Start from
@@ -412,8 +415,16 @@ func (c *mirrorConfig) tlsConfig() (*tls.Config, error) {
 
 // clientOpts returns the kgo options of the mirror's source connection.
 func (c *mirrorConfig) clientOpts(mirrorName string) ([]kgo.Opt, error) {
+	// franz-go refuses request keys its version table does not know: add the mirror RPCs
+	// so that DescribeClusterMirrors reaches a kmirror source (sources that do not list
+	// them in ApiVersions still refuse them: one-way mirroring).
+	versions := kversion.Stable()
+	for _, api := range mirrorproto.APIs() {
+		versions.SetMaxKeyVersion(api.Key, api.MaxVersion)
+	}
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(c.bootstrap...),
+		kgo.MaxVersions(versions),
 		kgo.ClientID("kmirror-mirror-" + mirrorName),
 		kgo.RequestTimeoutOverhead(c.requestTimeout),
 		kgo.RetryTimeout(c.requestTimeout),

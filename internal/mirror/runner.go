@@ -427,6 +427,7 @@ func (r *mirrorRT) align(p *partition) {
 	ourCID := r.m.local.ClusterID()
 	resp, err := r.src.describeMirrors(ctx, ourCID, p.topicID, []int32{p.index})
 	oneWay := errors.Is(err, errNoMirrorSupport)
+	lookupErr := err
 	if err != nil && !oneWay {
 		p.mu.Lock()
 		p.fail("LOG_ALIGNMENT lookup on the source: "+err.Error(), false)
@@ -507,7 +508,7 @@ func (r *mirrorRT) align(p *partition) {
 		switch {
 		case oneWay:
 			why = "the source cannot answer the failback lookup (one-way mirroring)"
-			r.m.log.Warn("mirror: one-way mirroring, truncating the local log to 0", "mirror", r.name, "partition", p.String())
+			r.m.log.Warn("mirror: one-way mirroring, truncating the local log to 0", "mirror", r.name, "partition", p.String(), "reason", lookupErr)
 		case lme >= 0 && lmo >= 0:
 			target = failbackTarget(l, lme, lmo)
 			why = fmt.Sprintf("failback to the last mirror position (epoch %d, offset %d)", lme, lmo)

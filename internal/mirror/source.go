@@ -149,7 +149,7 @@ func (s *source) describeMirrors(ctx context.Context, ourClusterID string, id me
 	kresp, err := s.cl.Request(ctx, req)
 	if err != nil {
 		if isUnsupported(err) {
-			return nil, errNoMirrorSupport
+			return nil, fmt.Errorf("%w: %v", errNoMirrorSupport, err)
 		}
 		return nil, err
 	}
@@ -158,7 +158,7 @@ func (s *source) describeMirrors(ctx context.Context, ourClusterID string, id me
 		return nil, fmt.Errorf("unexpected DescribeClusterMirrors response %T", kresp)
 	}
 	if resp.ErrorCode == kerr.UnsupportedVersion.Code || resp.ErrorCode == kerr.InvalidRequest.Code {
-		return nil, errNoMirrorSupport
+		return nil, fmt.Errorf("%w: %v", errNoMirrorSupport, mirrorproto.ErrorFor(resp.ErrorCode, resp.ErrorMessage))
 	}
 	if resp.ErrorCode != 0 {
 		return nil, mirrorproto.ErrorFor(resp.ErrorCode, resp.ErrorMessage)

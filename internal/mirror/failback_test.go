@@ -1,0 +1,180 @@
+package mirror
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/internal/broker"
+	"github.com/kmirror/kmirror/internal/config"
+	"github.com/kmirror/kmirror/internal/mirrorproto"
+)
+
+// kbroker is a real kmirror broker (internal/broker) running this package's Manager.
+type kbroker struct {
+	t     *testing.T
+	props map[string]string
+	b     *broker.Broker
+	m     *Manager
+	done  chan struct{}
+}
+
+func startBroker(t *testing.T) *kbroker {
+	t.Helper()
+	kb := &kbroker{t: t, props: map[string]string{
+		"listeners":                         "PLAINTEXT://127.0.0.1:0",
+		"log.dirs":                          t.TempDir(),
+		"offsets.topic.num.partitions":      "2",
+		"mirror.state.topic.num.partitions": "3",
+	}}
+	kb.start()
+	t.Cleanup(kb.stop)
+	return kb
+}
+
+func (kb *kbroker) start() {
+	kb.t.Helper()
+	cfg, err := config.NewValues(config.Broker, kb.props, false)
+	if err != nil {
+		kb.t.Fatal(err)
+	}
+	b, err := broker.New(cfg, testLogger(), func(local *broker.Broker, _ *config.Values, lg *slog.Logger) broker.Mirrors {
+		kb.m = NewManager(Options{Local: local, Logger: testLogger(), Config: fastConfig()})
+		return kb.m
+	})
+	if err != nil {
+		kb.t.Fatal(err)
+	}
+	if err := b.Listen(); err != nil {
+		kb.t.Fatal(err)
+	}
+	kb.b = b
+	kb.done = make(chan struct{})
+	go func() { defer close(kb.done); b.Serve() }()
+	kb.props["listeners"] = "PLAINTEXT://" + b.Addr()
+}
+
+func (kb *kbroker) stop() {
+	if kb.b == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	kb.b.Shutdown(ctx)
+	<-kb.done
+	kb.b = nil
+}
+
+func (kb *kbroker) client(opts ...kgo.Opt) *kgo.Client {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(kb.b.Addr())}, opts...)...)
+	if err != nil {
+		kb.t.Fatal(err)
+	}
+	kb.t.Cleanup(cl.Close)
+	return cl
+}
+
+func (kb *kbroker) env() *env { return &env{t: kb.t, m: kb.m} }
+
+func (kb *kbroker) log(topic string, p int32) []batchAt {
+	l, err := kb.b.Log(topic, p)
+	if err != nil {
+		kb.t.Fatal(err)
+	}
+	return localBatches(kb.t, l)
+}
+
+// TestFailback is the reference scenario of spec section 5 on two kmirror brokers: A
+// holds 10 records mirrored to B; A takes 3 more that B never gets and goes down; B fails
+// over and takes 5; A comes back, mirrors from B: it truncates its 3 divergent records,
+// fetches only the delta and ends byte-identical to B; --stop on A makes it writable.
+func TestFailback(t *testing.T) {
+	a, b := startBroker(t), startBroker(t)
+	ctx := context.Background()
+	produceTo := func(kb *kbroker, n int, tag string) {
+		t.Helper()
+		cl := kb.client(kgo.DefaultProduceTopic("orders"), kgo.AllowAutoTopicCreation())
+		for i := 0; i < n; i++ {
+			if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte(fmt.Sprintf("%s-%d", tag, i))}).FirstErr(); err != nil {
+				t.Fatalf("produce to %s: %v", tag, err)
+			}
+		}
+	}
+	// a one-partition topic on A
+	acl := a.client()
+	createTopicOn(t, acl, "orders", 1)
+	produceTo(a, 10, "a")
+
+	eb := b.env()
+	eb.createMirror("from-a", a.b.Addr())
+	eb.startTopics("from-a", "orders")
+	eb.waitCaughtUp(acl, "from-a", "orders")
+
+	// B stops receiving; A takes 3 more records and goes down
+	preq := mirrorproto.NewPauseMirrorTopicsRequest()
+	preq.MirrorName, preq.Topics = "from-a", []mirrorproto.TopicName{{TopicName: "orders"}}
+	if resp := b.m.PauseMirrorTopics(ctx, preq); resp.ErrorCode != 0 || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("pause: %+v", resp)
+	}
+	produceTo(a, 3, "a-divergent")
+	a.stop()
+
+	// failover on B, then new writes there
+	eb.stopTopics("from-a", "orders")
+	produceTo(b, 5, "b")
+	bBatches := b.log("orders", 0)
+
+	// A comes back and fails back from B
+	a.start()
+	ea := a.env()
+	ea.createMirror("from-b", b.b.Addr())
+	ea.startTopics("from-b", "orders")
+	bcl := b.client()
+	ea.waitCaughtUp(bcl, "from-b", "orders")
+
+	sameBatches(t, "A after failback", bBatches, a.log("orders", 0))
+	d := ea.describe("from-b", "orders")[0]
+	if d.TruncatedOffset != 10 || d.TruncatedRecords != 3 {
+		t.Fatalf("truncation report: %+v", d)
+	}
+	var delta int64
+	for _, bt := range bBatches {
+		if bt.offset >= 10 {
+			delta += int64(len(bt.data))
+		}
+	}
+	if p := a.m.partitionOf("orders", 0); p.bytesFetched.Load() != delta {
+		t.Fatalf("A fetched %d bytes, the delta after the divergence point is %d", p.bytesFetched.Load(), delta)
+	}
+	// B sees A's mirror of its topic, which is the normal failback case, not a loop
+	if ok, _ := a.m.CheckWrite("orders", 0, OpProduce); ok {
+		t.Fatal("A must be read-only while mirroring from B")
+	}
+	ea.stopTopics("from-b", "orders")
+	produceTo(a, 2, "a-again")
+	if got := a.log("orders", 0); len(got) != len(bBatches)+2+1 { // + PID reset + 2 records
+		t.Fatalf("A after its own failover: %d batches, want %d", len(got), len(bBatches)+3)
+	}
+}
+
+func createTopicOn(t *testing.T, cl *kgo.Client, name string, partitions int32) {
+	t.Helper()
+	req := kmsgCreateTopic(name, partitions)
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err != nil || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("create topic %s: %v %+v", name, err, resp)
+	}
+}
+
+func kmsgCreateTopic(name string, partitions int32) *kmsg.CreateTopicsRequest {
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, partitions, 1
+	req.Topics = append(req.Topics, rt)
+	return req
+}
