@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -177,4 +178,32 @@ func kmsgCreateTopic(name string, partitions int32) *kmsg.CreateTopicsRequest {
 	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, partitions, 1
 	req.Topics = append(req.Topics, rt)
 	return req
+}
+
+// TestMirrorLoop: A mirrors from B while B mirrors the same topic from A: A's partition
+// fails non-retryably in LOG_ALIGNMENT and A's log is left untouched.
+func TestMirrorLoop(t *testing.T) {
+	a, b := startBroker(t), startBroker(t)
+	acl := a.client()
+	createTopicOn(t, acl, "orders", 1)
+	cl := a.client(kgo.DefaultProduceTopic("orders"))
+	if err := cl.ProduceSync(context.Background(), &kgo.Record{Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	eb := b.env()
+	eb.createMirror("from-a", a.b.Addr())
+	eb.startTopics("from-a", "orders")
+	eb.waitCaughtUp(acl, "from-a", "orders")
+
+	ea := a.env()
+	ea.createMirror("from-b", b.b.Addr())
+	ea.startTopics("from-b", "orders")
+	ea.waitState("from-b", "orders", mirrorproto.StateFailed)
+	d := ea.describe("from-b", "orders")[0]
+	if d.RetryAttempt != mirrorproto.RetryAttemptNonRetryable || d.ErrorMessage == nil || !strings.Contains(*d.ErrorMessage, "Mirror loop") {
+		t.Fatalf("loop: %+v", d)
+	}
+	if d.DestinationOffset != 1 {
+		t.Fatalf("A's log changed: LEO %d", d.DestinationOffset)
+	}
 }
