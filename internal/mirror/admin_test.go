@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/config"
 	"github.com/kmirror/kmirror/internal/metadata"
 	"github.com/kmirror/kmirror/internal/mirrorproto"
 )
@@ -213,5 +214,17 @@ func deleteRecords(t *testing.T, cl interface {
 	}
 	if code := kresp.(*kmsg.DeleteRecordsResponse).Topics[0].Partitions[0].ErrorCode; code != 0 {
 		t.Fatalf("DeleteRecords: %v", kerr.ErrorForCode(code))
+	}
+}
+
+func TestBrokerConfigFrom(t *testing.T) {
+	v, err := config.NewValues(config.Broker, map[string]string{"mirror.failed.retry.max.attempts": "0"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := DefaultBrokerConfig()
+	want.RetryMaxAttempts = 0
+	if got := BrokerConfigFrom(v).withDefaults(); got != want {
+		t.Fatalf("got %+v, want %+v", got, want)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"math"
 	"os"
 	"regexp"
 	"sort"
@@ -17,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"github.com/kmirror/kmirror/internal/config"
 	"github.com/kmirror/kmirror/internal/mirrorproto"
 )
 
@@ -55,6 +57,27 @@ func DefaultBrokerConfig() BrokerConfig {
 		NumReplicaFetchers:    1,
 		StateTopicPartitions:  50,
 	}
+}
+
+// BrokerConfigFrom reads the mirror.* broker settings (spec section 11) from the broker's
+// configuration; a throttled rate of Long.MAX_VALUE (the default) means unlimited.
+func BrokerConfigFrom(v *config.Values) BrokerConfig {
+	c := BrokerConfig{
+		RefreshIntervalMs:     v.Int64("mirror.metadata.refresh.interval.ms"),
+		RetryInitialBackoffMs: v.Int64("mirror.failed.retry.initial.backoff.ms"),
+		RetryMaxBackoffMs:     v.Int64("mirror.failed.retry.max.backoff.ms"),
+		RetryMaxAttempts:      v.Int32("mirror.failed.retry.max.attempts"),
+		NumReplicaFetchers:    int(v.Int32("mirror.num.replica.fetchers")),
+		StateTopicPartitions:  v.Int32("mirror.state.topic.num.partitions"),
+		ThrottledRate:         v.Int64("mirror.replication.throttled.rate"),
+	}
+	if c.ThrottledRate == math.MaxInt64 {
+		c.ThrottledRate = 0
+	}
+	if c == (BrokerConfig{}) { // all zero would read as "use the defaults", which 0 attempts is not
+		c.RetryMaxAttempts = -1
+	}
+	return c
 }
 
 func (c BrokerConfig) withDefaults() BrokerConfig {

@@ -121,7 +121,6 @@ func (f *fetcher) fetchOnce(ctx context.Context, ps []*partition) bool {
 		part  int32
 	}
 	offsets := map[fetchKey]int64{}
-	byName := map[string]*partition{}
 	topicIdx := map[string]int{}
 	useIDs := true
 	for _, p := range ps {
@@ -156,7 +155,6 @@ func (f *fetcher) fetchOnce(ctx context.Context, ps []*partition) bool {
 		rp.PartitionMaxBytes = cfg.fetchMaxBytes
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 		offsets[fetchKey{p.topic, p.index}] = fo
-		byName[p.topic] = p
 	}
 	if len(req.Topics) == 0 {
 		return false

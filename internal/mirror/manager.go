@@ -314,3 +314,49 @@ func isNonRetryable(err error) bool {
 	var e *errNonRetryable
 	return errors.As(err, &e)
 }
+
+// PartitionStat holds one mirror partition's figures for metrics (spec section 13).
+type PartitionStat struct {
+	Mirror    string
+	Topic     string
+	Partition int32
+	State     mirrorproto.State
+	// Lag is max(0, source HW − LEO) in records, −1 before the first fetch response.
+	Lag int64
+	// BytesFetched counts record-batch bytes received from the source; BytesAppended and
+	// Appends what was appended (appends, not batches: one append may hold many).
+	BytesFetched, BytesAppended, Appends int64
+	// SkippedOffsets and TruncatedRecords are the reports of spec sections 15 and 16.
+	SkippedOffsets, TruncatedRecords int64
+}
+
+// Stats returns the figures of every mirror partition of this broker, sorted by mirror,
+// topic and partition.
+func (m *Manager) Stats() []PartitionStat {
+	m.mu.Lock()
+	ps := make([]*partition, 0, len(m.parts))
+	for _, p := range m.parts {
+		ps = append(ps, p)
+	}
+	m.mu.Unlock()
+	out := make([]PartitionStat, 0, len(ps))
+	for _, p := range ps {
+		d := p.describe()
+		out = append(out, PartitionStat{
+			Mirror: p.mirror, Topic: p.topic, Partition: p.index, State: d.State, Lag: d.Lag,
+			BytesFetched: p.bytesFetched.Load(), BytesAppended: p.bytesAppended.Load(), Appends: p.batchesAppended.Load(),
+			SkippedOffsets: d.SkippedOffsets, TruncatedRecords: d.TruncatedRecords,
+		})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Mirror != b.Mirror {
+			return a.Mirror < b.Mirror
+		}
+		if a.Topic != b.Topic {
+			return a.Topic < b.Topic
+		}
+		return a.Partition < b.Partition
+	})
+	return out
+}

@@ -36,11 +36,9 @@ type partition struct {
 	topicID metadata.TopicID
 	index   int32
 
-	mu  sync.Mutex
-	st  *stateRecord
-	log *storage.Log
-	// stopSaved reports that the last mirror position of the running failover is
-	// already persisted (a re-run after a crash in STOPPING must not overwrite it).
+	mu        sync.Mutex
+	st        *stateRecord
+	log       *storage.Log
 	nextRetry time.Time
 	raiseTo   int32 // a scheduled EPOCH_FENCING raise, 0 = none
 	fetchErrs int   // consecutive connection-level fetch errors
