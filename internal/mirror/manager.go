@@ -2,7 +2,6 @@ package mirror
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -64,9 +63,6 @@ type Manager struct {
 	parts   map[tp]*partition
 	loaded  map[stateKey]*stateRecord
 	started bool
-
-	stateMu sync.Mutex
-	stateCh chan struct{} // closed and replaced on every state change
 }
 
 // NewManager returns a Manager; call Start before serving RPCs.
@@ -83,7 +79,6 @@ func NewManager(opts Options) *Manager {
 		throttle: &throttle{rate: cfg.ThrottledRate},
 		ctx:      ctx, cancel: cancel,
 		mirrors: map[string]*mirrorRT{}, parts: map[tp]*partition{}, loaded: map[stateKey]*stateRecord{},
-		stateCh: make(chan struct{}),
 	}
 }
 
@@ -137,20 +132,6 @@ func (m *Manager) Close() {
 		r.stop()
 	}
 	m.wg.Wait()
-}
-
-// notifyState wakes waiters of partition state changes.
-func (m *Manager) notifyState() {
-	m.stateMu.Lock()
-	close(m.stateCh)
-	m.stateCh = make(chan struct{})
-	m.stateMu.Unlock()
-}
-
-func (m *Manager) stateChanged() <-chan struct{} {
-	m.stateMu.Lock()
-	defer m.stateMu.Unlock()
-	return m.stateCh
 }
 
 // reconcile brings runners and partition runtimes in line with the metadata image.
@@ -276,43 +257,6 @@ func (m *Manager) runner(name string) *mirrorRT {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.mirrors[name]
-}
-
-// waitStates waits until ok holds for every partition of topics or ctx ends.
-func (m *Manager) waitStates(ctx context.Context, topics []string, ok func(*partition) bool) error {
-	for {
-		ch := m.stateChanged()
-		all := true
-		for _, t := range topics {
-			for _, p := range m.topicPartitions(t) {
-				if !ok(p) {
-					all = false
-				}
-			}
-		}
-		if all {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-ch:
-		}
-	}
-}
-
-// errNonRetryable wraps a failure that must not be retried (RetryAttempt −1).
-type errNonRetryable struct{ msg string }
-
-func (e *errNonRetryable) Error() string { return e.msg }
-
-func nonRetryable(format string, args ...any) error {
-	return &errNonRetryable{msg: fmt.Sprintf(format, args...)}
-}
-
-func isNonRetryable(err error) bool {
-	var e *errNonRetryable
-	return errors.As(err, &e)
 }
 
 // PartitionStat holds one mirror partition's figures for metrics (spec section 13).

@@ -95,7 +95,6 @@ func (p *partition) setState(to mirrorproto.State, lastErr string) bool {
 		p.m.log.Info("mirror partition state", "mirror", p.mirror, "partition", p.String(),
 			"from", from.String(), "to", to.String(), "error", lastErr)
 	}
-	p.m.notifyState()
 	return true
 }
 
