@@ -259,7 +259,7 @@ func (b *Broker) Handle(ctx context.Context, req *wire.Request) kmsg.Response {
 	case *kmsg.FindCoordinatorRequest:
 		return b.handleFindCoordinator(r)
 	case *kmsg.JoinGroupRequest:
-		return b.groups.JoinGroup(ctx, r)
+		return b.groups.JoinGroup(group.WithClient(ctx, req.Header.ClientID, "/"+hostOf(req.Remote)), r)
 	case *kmsg.SyncGroupRequest:
 		return b.groups.SyncGroup(ctx, r)
 	case *kmsg.HeartbeatRequest:
@@ -445,6 +445,14 @@ func sameConfigs(a, b map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// hostOf is the IP of a remote address.
+func hostOf(a net.Addr) string {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.IP.String()
+	}
+	return a.String()
 }
 
 // listenerAddr turns "PLAINTEXT://host:port" (the first of a list) into host:port.

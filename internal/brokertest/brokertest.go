@@ -15,6 +15,7 @@ import (
 
 	"github.com/kmirror/kmirror/internal/broker"
 	"github.com/kmirror/kmirror/internal/config"
+	"github.com/kmirror/kmirror/internal/mirror"
 )
 
 // Broker is a running test broker.
@@ -59,7 +60,7 @@ func (b *Broker) start() {
 		out = os.Stderr
 	}
 	logger := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	br, err := broker.New(cfg, logger, nil)
+	br, err := broker.New(cfg, logger, mirror.ForBroker)
 	if err != nil {
 		b.t.Fatal(err)
 	}

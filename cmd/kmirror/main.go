@@ -1,0 +1,32 @@
+// Command kmirror is a Kafka-compatible broker with native Cluster Mirroring
+// (KIP-1279). This file holds only the wiring of the subcommands.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	groupscli "github.com/kmirror/kmirror/internal/cli/groups"
+	mirrorscli "github.com/kmirror/kmirror/internal/cli/mirrors"
+)
+
+func main() {
+	root := &cobra.Command{
+		Use:           "kmirror",
+		Short:         "A Kafka-compatible broker with native Cluster Mirroring (KIP-1279)",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newServeCommand(), mirrorscli.NewCommand(), groupscli.NewCommand(), newConfigDocsCommand())
+	if err := root.Execute(); err != nil {
+		// The mirrors command has already printed its one-line error.
+		var printed *mirrorscli.ExitError
+		if !errors.As(err, &printed) {
+			fmt.Fprintln(os.Stderr, "Error:", err)
+		}
+		os.Exit(1)
+	}
+}
