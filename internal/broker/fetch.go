@@ -14,6 +14,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -132,6 +133,8 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, bo
 			sp := kmsg.NewFetchResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
+			// Records are never null on the wire: librdkafka rejects a size of -1.
+			sp.RecordBatches = []byte{}
 			if ts == nil || rp.Partition < 0 || int(rp.Partition) >= len(ts.logs) {
 				if ts == nil && req.Version >= 13 {
 					sp.ErrorCode = kerr.UnknownTopicID.Code
@@ -194,13 +197,15 @@ func (b *Broker) fetchPartition(l *storage.Log, rp kmsg.FetchRequestTopicPartiti
 	data, err := l.Read(rp.FetchOffset, int32(limit), maxOffset, first)
 	if err != nil {
 		sp.ErrorCode = kerr.OffsetOutOfRange.Code
-		if err != storage.ErrOffsetOutOfRange {
+		if !errors.Is(err, storage.ErrOffsetOutOfRange) {
 			sp.ErrorCode = kerr.KafkaStorageError.Code
 			b.logger.Error("reading log", "dir", l.Dir(), "err", err)
 		}
 		return 0, true
 	}
-	sp.RecordBatches = data
+	if data != nil {
+		sp.RecordBatches = data
+	}
 	if readCommitted && len(data) > 0 {
 		sp.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
 		for _, a := range l.AbortedTransactions(rp.FetchOffset, lastOffsetIn(data)+1) {
