@@ -53,6 +53,9 @@ type Broker struct {
 	pids       *producerIDs
 	server     *wire.Server
 
+	sessionsOnce sync.Once
+	sessions     *fetchSessionCache // fetch sessions (KIP-227), created on first Fetch
+
 	mu     sync.RWMutex
 	topics map[string]*topicState // open partition logs by topic name
 
@@ -298,6 +301,9 @@ func (b *Broker) Advertised() string { return b.Addr() }
 
 // Metadata is the metadata controller (mirror.Local).
 func (b *Broker) Metadata() *metadata.Controller { return b.meta }
+
+// Groups is the group coordinator (mirror.Local, for the group offset sync of spec §9).
+func (b *Broker) Groups() *group.Coordinator { return b.groups }
 
 // errUnknownTopicOrPartition is returned by Log for a topic partition not in the image.
 var errUnknownTopicOrPartition = errors.New("UNKNOWN_TOPIC_OR_PARTITION")
