@@ -201,14 +201,31 @@ func NewDescribeClusterMirrorsResponse() *DescribeClusterMirrorsResponse {
 
 // DescribeClusterMirrorsResponseMirror is one mirror. ErrorCode is e.g.
 // UNKNOWN_CLUSTER_MIRROR or CLUSTER_MIRROR_AUTHORIZATION_FAILED;
-// ErrorMessage (tag 0, kmirror's addition) explains it.
+// ErrorMessage (tag 0, kmirror's addition) explains it. SyncTasks (tag 1,
+// kmirror's addition) reports the periodic metadata sync tasks of spec
+// section 9 (omitted when empty).
 type DescribeClusterMirrorsResponseMirror struct {
 	ErrorCode       int16
 	MirrorName      string
 	SourceBootstrap string
 	SourceClusterID string
 	Topics          []DescribeClusterMirrorsResponseTopic
-	ErrorMessage    *string // tag 0
+	ErrorMessage    *string                          // tag 0
+	SyncTasks       []DescribeClusterMirrorsSyncTask // tag 1
+}
+
+// DescribeClusterMirrorsSyncTask is the status of one periodic metadata sync
+// task of a mirror (spec sections 9 and 13), e.g. "group-offsets":
+// LastSuccessMs is the time (Unix ms) of the last successful run, -1 for
+// none; LastErrorMs and LastError the time (Unix ms, -1 for none) and
+// message of the last failed run; ErrorCount counts failed runs since the
+// broker started.
+type DescribeClusterMirrorsSyncTask struct {
+	Task          string
+	LastSuccessMs int64
+	LastErrorMs   int64
+	LastError     *string
+	ErrorCount    int64
 }
 
 // DescribeClusterMirrorsResponseTopic is one mirror topic. TopicID (tag 0,
@@ -321,11 +338,23 @@ func writeDescribeMirror(w *writer, m *DescribeClusterMirrorsResponseMirror) {
 		}
 		w.tags(id)
 	})
-	var msg []byte
+	var msg, tasks []byte
 	if m.ErrorMessage != nil {
 		msg = field(func(w *writer) { w.nstr(m.ErrorMessage) })
 	}
-	w.tags(msg)
+	if len(m.SyncTasks) > 0 {
+		tasks = field(func(w *writer) {
+			writeArray(w, m.SyncTasks, func(w *writer, t *DescribeClusterMirrorsSyncTask) {
+				w.str(t.Task)
+				w.i64(t.LastSuccessMs)
+				w.i64(t.LastErrorMs)
+				w.nstr(t.LastError)
+				w.i64(t.ErrorCount)
+				w.noTags()
+			})
+		})
+	}
+	w.tags(msg, tasks)
 }
 
 func writeDescribePartition(w *writer, p *DescribeClusterMirrorsResponsePartition) {
@@ -392,8 +421,18 @@ func readDescribeMirror(r *reader, m *DescribeClusterMirrorsResponseMirror) {
 		})
 	})
 	r.tags(func(tag uint32, f *reader) {
-		if tag == 0 {
+		switch tag {
+		case 0:
 			m.ErrorMessage = f.nstr()
+		case 1:
+			m.SyncTasks = readArray(f, func(r *reader, t *DescribeClusterMirrorsSyncTask) {
+				t.Task = r.str()
+				t.LastSuccessMs = r.i64()
+				t.LastErrorMs = r.i64()
+				t.LastError = r.nstr()
+				t.ErrorCount = r.i64()
+				r.skipTags()
+			})
 		}
 	})
 }

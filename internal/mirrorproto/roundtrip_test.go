@@ -88,6 +88,9 @@ func roundTripCases() []message {
 						descPart,
 						{PartitionIndex: 2, State: StateFailed, RetryAttempt: 3, ErrorMessage: sp("boom"), TruncatedOffset: -1},
 					}},
+				}, SyncTasks: []DescribeClusterMirrorsSyncTask{
+					{Task: "group-offsets", LastSuccessMs: 1700000000000, LastErrorMs: -1, ErrorCount: 0},
+					{Task: "topic-configs", LastSuccessMs: -1, LastErrorMs: 1700000000001, LastError: sp("source down"), ErrorCount: 4},
 				}},
 				{ErrorCode: UnknownClusterMirror, MirrorName: "zz", ErrorMessage: sp("unknown mirror zz")},
 			},
