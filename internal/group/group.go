@@ -261,13 +261,13 @@ func (g *group) countSupporting(name string) int {
 // candidate the earliest-joined member prefers).
 func (g *group) selectProtocol() string {
 	var candidates []string
-	for _, id := range g.order {
-		for _, p := range g.members[id].protocols {
+	if len(g.order) > 0 {
+		// Every member supports a candidate, so the first member's list holds them all.
+		for _, p := range g.members[g.order[0]].protocols {
 			if g.countSupporting(p.name) == len(g.members) && !contains(candidates, p.name) {
 				candidates = append(candidates, p.name)
 			}
 		}
-		break
 	}
 	votes := make(map[string]int)
 	for _, id := range g.order {

@@ -289,7 +289,6 @@ func (p *partition) appendBatches(l *storage.Log, data []byte) error {
 				return err
 			}
 			advanceTo = leo
-			leo = b.BaseOffset()
 		case b.BaseOffset() < leo:
 			return fmt.Errorf("%w: batch base offset %d below the expected %d", errCorruptBatch, b.BaseOffset(), leo)
 		}

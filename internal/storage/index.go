@@ -122,28 +122,6 @@ func (x *indexes) lookupTime(ts int64) (int32, bool) {
 	return x.times[i-1].rel, true
 }
 
-// truncate drops offset entries for batches at or after position pos and time entries
-// at or after relative offset rel, rewriting the files' lengths.
-func (x *indexes) truncate(rel int32, pos int32) error {
-	x.mu.Lock()
-	i := sort.Search(len(x.offsets), func(i int) bool { return x.offsets[i].pos >= pos })
-	x.offsets = x.offsets[:i]
-	j := sort.Search(len(x.times), func(j int) bool { return x.times[j].rel >= rel })
-	x.times = x.times[:j]
-	x.mu.Unlock()
-	if err := x.offFile.Truncate(int64(i) * indexEntrySize); err != nil {
-		return err
-	}
-	if _, err := x.offFile.Seek(int64(i)*indexEntrySize, 0); err != nil {
-		return err
-	}
-	if err := x.timeFile.Truncate(int64(j) * timeIndexEntrySize); err != nil {
-		return err
-	}
-	_, err := x.timeFile.Seek(int64(j)*timeIndexEntrySize, 0)
-	return err
-}
-
 // truncateAborted drops aborted transactions whose marker is at or after offset.
 func (x *indexes) truncateAborted(offset int64) error {
 	x.mu.Lock()
