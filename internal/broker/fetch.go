@@ -7,10 +7,7 @@ package broker
 // DivergingEpoch (v12+). Follows Kafka's ReplicaManager.fetchMessages and
 // Partition.fetchRecords.
 //
-// Fetch sessions (KIP-227): kmirror answers every full fetch with session ID 0, which
-// the protocol defines as "no session was created" (Kafka does the same when its
-// session cache is full), so clients keep sending full fetch requests; an incremental
-// request for an unknown session gets FETCH_SESSION_ID_NOT_FOUND.
+// Fetch sessions (KIP-227) are served as Kafka does: fetchsession.go.
 
 import (
 	"context"
@@ -25,11 +22,19 @@ import (
 )
 
 func (b *Broker) handleFetch(ctx context.Context, req *kmsg.FetchRequest) kmsg.Response {
-	if req.SessionID != 0 || req.SessionEpoch > 0 {
+	b.sessionsOnce.Do(func() { b.sessions = newFetchSessionCache(b.fetchSessionSlots()) })
+	fc := b.sessions.newContext(req, time.Now().UnixMilli())
+	if fc.kind == fetchSessionError {
 		resp := req.ResponseKind().(*kmsg.FetchResponse)
-		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
+		resp.ErrorCode = fc.errCode
 		return resp
 	}
+	resp := b.fetchLongPoll(ctx, fc.req)
+	return b.sessions.finish(fc, resp, time.Now().UnixMilli())
+}
+
+// fetchLongPoll reads the partitions of req, waiting up to MaxWaitMs for MinBytes.
+func (b *Broker) fetchLongPoll(ctx context.Context, req *kmsg.FetchRequest) *kmsg.FetchResponse {
 	deadline := time.Now().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
 	for {
 		waits := b.fetchWaitChannels(req)
