@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/kmirror/kmirror/internal/mirrorproto"
 )
@@ -203,9 +205,50 @@ func printDescribe(w io.Writer, dr *mirrorproto.DescribeClusterMirrorsResponse, 
 		for _, r := range skipped {
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", r.mirror, r.topic, r.p.PartitionIndex, r.p.SkippedOffsets)
 		}
-		return tw.Flush()
+		if err := tw.Flush(); err != nil {
+			return err
+		}
 	}
-	return nil
+	return printSyncTasks(w, dr)
+}
+
+// printSyncTasks prints the "Sync tasks:" section of --describe: per mirror and metadata
+// sync task (spec section 9) the time of the last success, the number of failed runs and
+// the time and message of the last failure. Every line has fewer than the partition
+// table's 7 whitespace-separated fields (scripts parse that table by field count): the
+// message is the last column, its spaces printed as no-break spaces (U+00A0).
+func printSyncTasks(w io.Writer, dr *mirrorproto.DescribeClusterMirrorsResponse) error {
+	ms := make([]mirrorproto.DescribeClusterMirrorsResponseMirror, 0, len(dr.Mirrors))
+	for _, m := range dr.Mirrors {
+		if len(m.SyncTasks) > 0 {
+			ms = append(ms, m)
+		}
+	}
+	if len(ms) == 0 {
+		return nil
+	}
+	sort.SliceStable(ms, func(i, j int) bool { return ms[i].MirrorName < ms[j].MirrorName })
+	fmt.Fprintln(w, "\nSync tasks:")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "MIRROR\tTASK\tLAST-SUCCESS\tERRORS\tLAST-ERROR-AT\tLAST-ERROR")
+	for _, m := range ms {
+		for _, t := range m.SyncTasks {
+			msg := "-"
+			if t.LastError != nil && *t.LastError != "" {
+				msg = strings.Join(strings.Fields(*t.LastError), "\u00a0")
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", m.MirrorName, t.Task, msTime(t.LastSuccessMs), t.ErrorCount, msTime(t.LastErrorMs), msg)
+		}
+	}
+	return tw.Flush()
+}
+
+// msTime renders Unix ms as UTC RFC 3339 seconds, "-" when negative (none).
+func msTime(v int64) string {
+	if v < 0 {
+		return "-"
+	}
+	return time.UnixMilli(v).UTC().Format(time.RFC3339)
 }
 
 // retryText renders RETRY: "NonRetryable" for attempt -1, else "n/max".

@@ -140,6 +140,9 @@ func describeResponse() *mirrorproto.DescribeClusterMirrorsResponse {
 		{MirrorName: "alpha", Topics: []mirrorproto.DescribeClusterMirrorsResponseTopic{
 			{TopicName: "orders", Partitions: []mirrorproto.DescribeClusterMirrorsResponsePartition{p1, p(0, 50, 50, 0, mirrorproto.StateMirroring)}},
 			{TopicName: "audit", Partitions: []mirrorproto.DescribeClusterMirrorsResponsePartition{failed}},
+		}, SyncTasks: []mirrorproto.DescribeClusterMirrorsSyncTask{
+			{Task: "group-offsets", LastSuccessMs: 1700000000000, LastErrorMs: -1},
+			{Task: "topic-configs", LastSuccessMs: -1, LastErrorMs: 1700000001000, LastError: sp("DescribeConfigs on the source: boom"), ErrorCount: 2},
 		}},
 	}
 	return r
@@ -160,9 +163,19 @@ zeta    gone    0          -              -                   -    FAILED
 Failback truncations:
 MIRROR  TOPIC   PARTITION  TRUNCATED-TO  TRUNCATED-RECORDS
 alpha   orders  1          15            5
+
+Sync tasks:
+MIRROR  TASK           LAST-SUCCESS          ERRORS  LAST-ERROR-AT         LAST-ERROR
+alpha   group-offsets  2023-11-14T22:13:20Z  0       -                     -
+alpha   topic-configs  -                     2       2023-11-14T22:13:21Z  ` + strings.ReplaceAll("DescribeConfigs on the source: boom", " ", "\u00a0") + `
 `
 	if out != want {
 		t.Errorf("got\n%s\nwant\n%s", out, want)
+	}
+	for _, line := range strings.Split(out, "\n")[6:] {
+		if len(strings.FieldsFunc(line, func(r rune) bool { return r == ' ' || r == '\t' })) >= 7 { // as awk splits
+			t.Errorf("a line after the partition table has 7 fields or more (scripts count them): %q", line)
+		}
 	}
 
 	out, _, err = runCmd(t, "--bootstrap-server", b.addr, "--describe", "--failed")
