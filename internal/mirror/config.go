@@ -134,6 +134,9 @@ const (
 	cfgTopicsInclude    = "topics.include"
 	cfgTopicsExclude    = "topics.exclude"
 	cfgStartOffset      = "start.offset"
+	cfgGroupsInclude    = "groups.include"
+	cfgGroupsExclude    = "groups.exclude"
+	cfgTopicPropsExcl   = "topic.properties.exclude"
 )
 
 const defaultTopicPropertiesExclude = "follower.replication.throttled.replicas,leader.replication.throttled.replicas,message.timestamp.difference.max.ms,message.timestamp.before.max.ms,message.timestamp.after.max.ms,message.timestamp.type,unclean.leader.election.enable,min.insync.replicas,mirror.replication.throttled.replicas,mirror.support.unclean.leader.election"
@@ -161,10 +164,10 @@ var configDefs = []configDef{
 	{name: cfgFetchBackoff, def: "1000", hasDef: true, typ: kmsg.ConfigTypeInt, doc: "Backoff after a fetch error, ms."},
 	{name: cfgTopicsInclude, def: "", hasDef: true, typ: kmsg.ConfigTypeList, doc: "Regexes of source topics started automatically."},
 	{name: cfgTopicsExclude, def: "__.*", hasDef: true, typ: kmsg.ConfigTypeList, doc: "Regexes of source topics never mirrored; wins over include."},
-	{name: "groups.include", def: ".*", hasDef: true, typ: kmsg.ConfigTypeList, doc: "Regexes of groups whose offsets are synced."},
-	{name: "groups.exclude", def: "", hasDef: true, typ: kmsg.ConfigTypeList, doc: "Regexes of groups never synced."},
+	{name: cfgGroupsInclude, def: ".*", hasDef: true, typ: kmsg.ConfigTypeList, doc: "Regexes of groups whose offsets are synced."},
+	{name: cfgGroupsExclude, def: "", hasDef: true, typ: kmsg.ConfigTypeList, doc: "Regexes of groups never synced."},
 	{name: "acls.include", def: "*", hasDef: true, typ: kmsg.ConfigTypeList, doc: "ACL filters synced from the source."},
-	{name: "topic.properties.exclude", def: defaultTopicPropertiesExclude, hasDef: true, typ: kmsg.ConfigTypeList, doc: "Topic configs never synced."},
+	{name: cfgTopicPropsExcl, def: defaultTopicPropertiesExclude, hasDef: true, typ: kmsg.ConfigTypeList, doc: "Topic configs never synced."},
 	{name: cfgStartOffset, def: "earliest", hasDef: true, typ: kmsg.ConfigTypeString, doc: "earliest, latest or an ISO-8601 time: where new mirror partitions start."},
 }
 
@@ -219,6 +222,9 @@ type mirrorConfig struct {
 	fetchBackoff     time.Duration
 	include          []*regexp.Regexp
 	exclude          []*regexp.Regexp
+	groupsInclude    []*regexp.Regexp
+	groupsExclude    []*regexp.Regexp
+	topicPropsExcl   map[string]bool
 	startOffset      string // "earliest", "latest" or RFC 3339
 	startTimeMs      int64
 }
@@ -310,6 +316,18 @@ func parseMirrorConfig(raw map[string]string) (*mirrorConfig, error) {
 	}
 	if c.exclude, err = compilePatterns(c.get(cfgTopicsExclude)); err != nil {
 		return nil, fmt.Errorf("%s: %v", cfgTopicsExclude, err)
+	}
+	if c.groupsInclude, err = compilePatterns(c.get(cfgGroupsInclude)); err != nil {
+		return nil, fmt.Errorf("%s: %v", cfgGroupsInclude, err)
+	}
+	if c.groupsExclude, err = compilePatterns(c.get(cfgGroupsExclude)); err != nil {
+		return nil, fmt.Errorf("%s: %v", cfgGroupsExclude, err)
+	}
+	c.topicPropsExcl = map[string]bool{}
+	for _, k := range strings.Split(c.get(cfgTopicPropsExcl), ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			c.topicPropsExcl[k] = true
+		}
 	}
 	c.startOffset = strings.ToLower(strings.TrimSpace(c.get(cfgStartOffset)))
 	switch c.startOffset {

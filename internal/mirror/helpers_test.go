@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/group"
 	"github.com/kmirror/kmirror/internal/metadata"
 	"github.com/kmirror/kmirror/internal/mirrorproto"
 	"github.com/kmirror/kmirror/internal/record"
@@ -70,6 +71,13 @@ func (l *testLocal) Log(topic string, partition int32) (*storage.Log, error) {
 		return nil, fmt.Errorf("unknown partition %s-%d", topic, partition)
 	}
 	return l.logs.Open(topic, partition, t.ID, storage.DefaultConfig())
+}
+
+func (l *testLocal) Groups() *group.Coordinator { return nil }
+
+func (l *testLocal) CreatePartitions(ctx context.Context, name string, count int32) error {
+	_, err := l.meta.Apply(ctx, metadata.PartitionCountRecord{Name: name, Partitions: count})
+	return err
 }
 
 func (l *testLocal) CreateTopic(ctx context.Context, name string, id metadata.TopicID, partitions int32, configs map[string]string, mirror *metadata.MirrorTopic) error {

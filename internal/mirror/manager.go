@@ -7,6 +7,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/kmirror/kmirror/internal/group"
 	"github.com/kmirror/kmirror/internal/metadata"
 	"github.com/kmirror/kmirror/internal/mirrorproto"
 	"github.com/kmirror/kmirror/internal/storage"
@@ -25,6 +26,12 @@ type Local interface {
 	// count and configs, then opens its logs; an existing topic with the same name and ID
 	// is success (failback); another ID is an error.
 	CreateTopic(ctx context.Context, name string, id metadata.TopicID, partitions int32, configs map[string]string, mirror *metadata.MirrorTopic) error
+	// CreatePartitions grows topic name to count partitions through the metadata log and
+	// opens the new logs (source partition growth, spec section 8).
+	CreatePartitions(ctx context.Context, name string, count int32) error
+	// Groups is the local group coordinator, for the group offset sync (spec section 9);
+	// nil when the broker has none (the sync task then does nothing).
+	Groups() *group.Coordinator
 	// NodeID is this broker's node ID.
 	NodeID() int32
 	// Advertised is host:port of this broker, for logs.

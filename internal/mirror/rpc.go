@@ -196,11 +196,23 @@ func (m *Manager) StartMirrorTopics(ctx context.Context, req *mirrorproto.StartM
 			order = append(order, n)
 		}
 	}
+	var create []string
+	for _, n := range order {
+		if _, done := results[n]; !done {
+			if _, exists := im.Topics[n]; !exists {
+				create = append(create, n)
+			}
+		}
+	}
+	var configs map[string]map[string]string
+	if len(create) > 0 {
+		configs = m.creationConfigs(rctx, src, cfg, create) // spec section 9: configs follow from the start
+	}
 	for _, n := range order {
 		if _, done := results[n]; done {
 			continue
 		}
-		if err := m.startTopic(ctx, mir.Name, meta.topics[n]); err != nil {
+		if err := m.startTopic(ctx, mir.Name, meta.topics[n], configs[n]); err != nil {
 			results[n] = errResult(n, err)
 		} else {
 			results[n] = mirrorproto.TopicResult{Name: n}
@@ -305,15 +317,16 @@ func errResult(name string, err error) mirrorproto.TopicResult {
 }
 
 // startTopic makes the destination topic a MIRRORING mirror topic of mirror: created with
-// the source topic ID and partition count, or taken over when it exists with the same
-// topic ID (failback), or restarted when it is a STOPPED topic of this mirror.
-func (m *Manager) startTopic(ctx context.Context, mirror string, st *sourceTopic) error {
+// the source topic ID, partition count and configs (the source's synced configs, may be
+// nil), or taken over when it exists with the same topic ID (failback), or restarted when
+// it is a STOPPED topic of this mirror.
+func (m *Manager) startTopic(ctx context.Context, mirror string, st *sourceTopic, configs map[string]string) error {
 	im := m.local.Metadata().Image()
 	n := int32(len(st.partitions))
 	want := &metadata.MirrorTopic{MirrorName: mirror, Desired: metadata.DesiredMirroring, SourceTopicID: st.id}
 	lt, exists := im.Topics[st.name]
 	if !exists {
-		if err := m.local.CreateTopic(ctx, st.name, st.id, n, nil, want); err != nil {
+		if err := m.local.CreateTopic(ctx, st.name, st.id, n, configs, want); err != nil {
 			if lt2, ok := m.local.Metadata().Image().Topics[st.name]; ok && lt2.ID != st.id {
 				return newTopicError(kerr.TopicAlreadyExists.Code, "topic %s exists on the destination with topic ID %s, but the source topic ID is %s",
 					st.name, topicIDString(lt2.ID), topicIDString(st.id))
@@ -752,6 +765,9 @@ func (m *Manager) DescribeClusterMirrors(_ context.Context, req *mirrorproto.Des
 		}
 		dm := mirrorproto.DescribeClusterMirrorsResponseMirror{
 			MirrorName: n, SourceBootstrap: normalizeConfigs(mir.Configs)[cfgBootstrap], SourceClusterID: mir.SourceClusterID,
+		}
+		if r := m.runner(n); r != nil {
+			dm.SyncTasks = r.status.snapshot()
 		}
 		for _, t := range im.MirrorTopics(n) {
 			dt := mirrorproto.DescribeClusterMirrorsResponseTopic{TopicName: t.Name, TopicID: t.ID}

@@ -34,18 +34,30 @@ type mirrorRT struct {
 	rawKey   string
 	fetchers map[fetcherKey]*fetcher
 
-	needMeta   chan struct{}
-	lastMeta   time.Time
-	lastListed time.Time
-	suspect    map[string]int
+	needMeta chan struct{}
+	lastMeta time.Time
+	suspect  map[string]int
+
+	// status of the periodic metadata sync tasks (sync.go), run by syncLoop
+	status   *syncStatus
+	syncDone chan struct{}
+	// syncedKeys remembers, per topic, the config keys copied from the source at the
+	// last topic config sync (owned by syncLoop)
+	syncedKeys map[string]map[string]bool
+	// warnedActive remembers groups skipped as active on the destination, so that the
+	// warning is logged once per group and state (owned by syncLoop)
+	warnedActive map[string]string
 }
 
 func newMirrorRT(m *Manager, name string) *mirrorRT {
 	ctx, cancel := context.WithCancel(m.ctx)
 	r := &mirrorRT{m: m, name: name, ctx: ctx, cancel: cancel, done: make(chan struct{}),
 		wake: make(chan struct{}, 1), cfgMu: make(chan struct{}, 1), fetchers: map[fetcherKey]*fetcher{},
-		needMeta: make(chan struct{}, 1), suspect: map[string]int{}}
+		needMeta: make(chan struct{}, 1), suspect: map[string]int{},
+		status: newSyncStatus(), syncDone: make(chan struct{}),
+		syncedKeys: map[string]map[string]bool{}, warnedActive: map[string]string{}}
 	go r.run()
+	go r.syncLoop()
 	return r
 }
 
@@ -83,6 +95,7 @@ func (r *mirrorRT) requestMeta() {
 
 func (r *mirrorRT) stop() {
 	r.cancel()
+	<-r.syncDone
 	<-r.done
 }
 
@@ -144,7 +157,11 @@ func (r *mirrorRT) tick() time.Duration {
 		}
 	}
 	if need {
-		if err := r.refreshMeta(im, mir, parts); err != nil {
+		err := r.refreshMeta(im, mir, parts)
+		if r.ctx.Err() == nil {
+			r.status.record(TaskSourceMetadata, err)
+		}
+		if err != nil {
 			r.m.log.Warn("mirror: source metadata", "mirror", r.name, "err", err)
 			wait = min(wait, r.cfg.fetchBackoff)
 		} else if len(r.suspect) > 0 {
@@ -283,7 +300,7 @@ func (r *mirrorRT) refreshMeta(im *metadata.Image, mir *metadata.Mirror, parts [
 		case n > lt.Partitions:
 			// follow source partition growth (spec section 8); new partitions start in
 			// LOG_ALIGNMENT through reconcile
-			if _, err := r.m.local.Metadata().Apply(ctx, metadata.PartitionCountRecord{Name: name, Partitions: n}); err != nil {
+			if err := r.m.local.CreatePartitions(ctx, name, n); err != nil {
 				r.m.log.Warn("mirror: follow source partition growth", "topic", name, "partitions", n, "err", err)
 			} else {
 				r.m.log.Info("mirror: source partitions grew", "mirror", r.name, "topic", name, "partitions", n)
@@ -301,38 +318,7 @@ func (r *mirrorRT) refreshMeta(im *metadata.Image, mir *metadata.Mirror, parts [
 			}
 		}
 	}
-	r.discover(ctx, im, mir)
 	return nil
-}
-
-// discover starts source topics matching topics.include (and not topics.exclude) that
-// are not yet in any mirror (spec section 8), at most once per refresh interval.
-func (r *mirrorRT) discover(ctx context.Context, im *metadata.Image, mir *metadata.Mirror) {
-	if len(r.cfg.include) == 0 || time.Since(r.lastListed) < time.Duration(r.m.cfg.RefreshIntervalMs)*time.Millisecond {
-		return
-	}
-	r.lastListed = time.Now()
-	all, err := r.src.metadata(ctx, nil)
-	if err != nil {
-		r.m.log.Warn("mirror: topic discovery", "mirror", r.name, "err", err)
-		return
-	}
-	for name, st := range all.topics {
-		if !matchAny(r.cfg.include, name) || matchAny(r.cfg.exclude, name) || isInternal(name) {
-			continue
-		}
-		if lt, ok := im.Topics[name]; ok && lt.Mirror != nil {
-			continue // already mirrored (or stopped: a stopped topic is not rediscovered)
-		}
-		if _, ok := im.Topics[name]; ok {
-			continue // a local topic of the same name is never taken over silently
-		}
-		if err := r.m.startTopic(ctx, mir.Name, st); err != nil {
-			r.m.log.Warn("mirror: start discovered topic", "mirror", r.name, "topic", name, "err", err)
-		} else {
-			r.m.log.Info("mirror: started discovered topic", "mirror", r.name, "topic", name)
-		}
-	}
 }
 
 func (p *partition) failNonRetryable(msg string) {

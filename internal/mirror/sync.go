@@ -1,0 +1,146 @@
+package mirror
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/kmirror/kmirror/internal/metadata"
+	"github.com/kmirror/kmirror/internal/mirrorproto"
+)
+
+// The periodic metadata sync tasks of a mirror (spec sections 8, 9 and 13), each run
+// every mirror.metadata.refresh.interval.ms. A failing task is logged and counted; it
+// never stops mirroring or the other tasks.
+const (
+	// TaskSourceMetadata is the source metadata refresh of the mirror's runner: source
+	// cluster ID check, topic deletion and recreation, partition growth, leaders.
+	TaskSourceMetadata = "source-metadata"
+	// TaskTopicDiscovery starts new source topics matching topics.include and stops
+	// mirror topics that became excluded by topics.exclude.
+	TaskTopicDiscovery = "topic-discovery"
+	// TaskTopicConfigs copies the source topics' explicitly set configs.
+	TaskTopicConfigs = "topic-configs"
+	// TaskGroupOffsets copies the committed offsets of the source's consumer groups.
+	TaskGroupOffsets = "group-offsets"
+)
+
+// syncTasks lists the tasks in the order they are reported.
+var syncTasks = []string{TaskSourceMetadata, TaskTopicDiscovery, TaskTopicConfigs, TaskGroupOffsets}
+
+// taskStatus is what describe reports of one task.
+type taskStatus struct {
+	lastSuccess time.Time
+	lastErrorAt time.Time
+	lastError   string
+	errors      int64
+}
+
+// syncStatus holds the status of every task of one mirror; safe for concurrent use.
+type syncStatus struct {
+	mu    sync.Mutex
+	tasks map[string]*taskStatus
+}
+
+func newSyncStatus() *syncStatus {
+	s := &syncStatus{tasks: map[string]*taskStatus{}}
+	for _, t := range syncTasks {
+		s.tasks[t] = &taskStatus{}
+	}
+	return s
+}
+
+// record notes the outcome of one run of task.
+func (s *syncStatus) record(task string, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.tasks[task]
+	if err == nil {
+		st.lastSuccess = time.Now()
+		return
+	}
+	st.lastErrorAt = time.Now()
+	st.lastError = oneLine(err.Error())
+	st.errors++
+}
+
+// snapshot returns the status of every task for DescribeClusterMirrors.
+func (s *syncStatus) snapshot() []mirrorproto.DescribeClusterMirrorsSyncTask {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ms := func(t time.Time) int64 {
+		if t.IsZero() {
+			return -1
+		}
+		return t.UnixMilli()
+	}
+	out := make([]mirrorproto.DescribeClusterMirrorsSyncTask, 0, len(syncTasks))
+	for _, name := range syncTasks {
+		st := s.tasks[name]
+		t := mirrorproto.DescribeClusterMirrorsSyncTask{Task: name, LastSuccessMs: ms(st.lastSuccess),
+			LastErrorMs: ms(st.lastErrorAt), ErrorCount: st.errors}
+		if st.lastError != "" {
+			t.LastError = strp(st.lastError)
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+// syncLoop runs the sync tasks of the mirror every refresh interval until the runner
+// stops. It runs beside the runner goroutine so that a slow or unreachable source never
+// delays the partition state machine.
+func (r *mirrorRT) syncLoop() {
+	defer close(r.syncDone)
+	t := time.NewTicker(time.Duration(r.m.cfg.RefreshIntervalMs) * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-t.C:
+		}
+		r.syncOnce()
+	}
+}
+
+// syncOnce runs every sync task once.
+func (r *mirrorRT) syncOnce() {
+	mir, ok := r.m.local.Metadata().Image().Mirrors[r.name]
+	cfg, src := r.cfgSnapshot(), r.sourceSnapshot()
+	if !ok || cfg == nil || src == nil {
+		return // not connected yet: the runner reports why
+	}
+	run := func(task string, fn func(ctx context.Context) error) {
+		if r.ctx.Err() != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.ctx, cfg.requestTimeout)
+		defer cancel()
+		err := fn(ctx)
+		if r.ctx.Err() != nil {
+			return // shutting down: not a task failure
+		}
+		if err != nil {
+			r.m.log.Warn("mirror sync task failed", "mirror", r.name, "task", task, "err", err)
+		}
+		r.status.record(task, err)
+	}
+	run(TaskTopicDiscovery, func(ctx context.Context) error { return r.syncTopics(ctx, mir, src, cfg) })
+	run(TaskTopicConfigs, func(ctx context.Context) error { return r.syncTopicConfigs(ctx, src, cfg) })
+	run(TaskGroupOffsets, func(ctx context.Context) error { return r.syncGroupOffsets(ctx, src, cfg) })
+}
+
+// activeMirrorTopics returns the mirror's topics whose desired state is in want.
+func activeMirrorTopics(im *metadata.Image, mirror string, want ...metadata.DesiredState) []*metadata.Topic {
+	var out []*metadata.Topic
+	for _, t := range im.MirrorTopics(mirror) {
+		for _, d := range want {
+			if t.Mirror.Desired == d {
+				out = append(out, t)
+				break
+			}
+		}
+	}
+	return out
+}
