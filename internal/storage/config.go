@@ -8,7 +8,10 @@
 // OffsetForTimestamp and MaxTimestamp.
 package storage
 
-import "math"
+import (
+	"math"
+	"strings"
+)
 
 // Config holds per-log settings; field comments give the Kafka topic config names.
 // Start from DefaultConfig: non-positive sizes, intervals and segment.ms take their
@@ -23,20 +26,49 @@ type Config struct {
 	SegmentIndexBytes     int32 // segment.index.bytes, default 10 MiB
 	FlushIntervalMessages int64 // flush.messages, default MaxInt64 (rely on the OS)
 	FlushIntervalMs       int64 // flush.ms, default MaxInt64
+
+	// Log compaction (docs/compaction.md, Kafka's LogCleaner).
+	CleanupPolicy          string  // cleanup.policy: "delete" (also when empty), "compact" or "compact,delete"
+	DeleteRetentionMs      int64   // delete.retention.ms, default 1 day: how long tombstones survive
+	MinCleanableDirtyRatio float64 // min.cleanable.dirty.ratio in [0, 1], default 0.5
+	MinCompactionLagMs     int64   // min.compaction.lag.ms, default 0
+	MaxCompactionLagMs     int64   // max.compaction.lag.ms, default MaxInt64
 }
 
 // DefaultConfig returns Kafka's topic config defaults.
 func DefaultConfig() Config {
 	return Config{
-		SegmentBytes:          1 << 30,
-		SegmentMs:             7 * 24 * 3600 * 1000,
-		RetentionMs:           7 * 24 * 3600 * 1000,
-		RetentionBytes:        -1,
-		IndexIntervalBytes:    4096,
-		SegmentIndexBytes:     10 << 20,
-		FlushIntervalMessages: math.MaxInt64,
-		FlushIntervalMs:       math.MaxInt64,
+		SegmentBytes:           1 << 30,
+		SegmentMs:              7 * 24 * 3600 * 1000,
+		RetentionMs:            7 * 24 * 3600 * 1000,
+		RetentionBytes:         -1,
+		IndexIntervalBytes:     4096,
+		SegmentIndexBytes:      10 << 20,
+		FlushIntervalMessages:  math.MaxInt64,
+		FlushIntervalMs:        math.MaxInt64,
+		CleanupPolicy:          "delete",
+		DeleteRetentionMs:      24 * 3600 * 1000,
+		MinCleanableDirtyRatio: 0.5,
+		MaxCompactionLagMs:     math.MaxInt64,
 	}
+}
+
+// compact reports whether cleanup.policy includes compact.
+func (c Config) compact() bool { return policyHas(c.CleanupPolicy, "compact") }
+
+// deletes reports whether cleanup.policy includes delete (retention applies); an empty
+// policy means delete.
+func (c Config) deletes() bool {
+	return strings.TrimSpace(c.CleanupPolicy) == "" || policyHas(c.CleanupPolicy, "delete")
+}
+
+func policyHas(list, p string) bool {
+	for _, v := range strings.Split(list, ",") {
+		if strings.TrimSpace(v) == p {
+			return true
+		}
+	}
+	return false
 }
 
 // sanitize replaces unusable values with defaults so that a bad config never panics.
@@ -60,6 +92,18 @@ func (c Config) sanitize() Config {
 	}
 	if c.FlushIntervalMs <= 0 {
 		c.FlushIntervalMs = d.FlushIntervalMs
+	}
+	if c.DeleteRetentionMs < 0 {
+		c.DeleteRetentionMs = d.DeleteRetentionMs
+	}
+	if c.MinCleanableDirtyRatio < 0 || c.MinCleanableDirtyRatio > 1 {
+		c.MinCleanableDirtyRatio = d.MinCleanableDirtyRatio
+	}
+	if c.MinCompactionLagMs < 0 {
+		c.MinCompactionLagMs = 0
+	}
+	if c.MaxCompactionLagMs <= 0 {
+		c.MaxCompactionLagMs = d.MaxCompactionLagMs
 	}
 	return c
 }

@@ -37,6 +37,8 @@ type Log struct {
 	ps            *producerState
 	recoveryPoint int64
 	lastFlush     time.Time
+	cleanedTo     int64 // first dirty offset: the cleaner's checkpoint (Kafka's cleaner-offset-checkpoint)
+	horizon       int64 // earliest delete horizon (ms) of a retained tombstone, 0 when none
 
 	rw   sync.RWMutex // segs against readers; written only with mu held
 	segs []*segment

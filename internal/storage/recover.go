@@ -141,8 +141,12 @@ func (l *Log) closeSegments() {
 }
 
 // listSegments returns the base offsets of the .log files in l.dir, removing leftover
-// temporary files and index files without a .log file.
+// temporary files and index files without a .log file, after finishing or discarding
+// an interrupted cleaning (completeSwaps).
 func (l *Log) listSegments() ([]int64, error) {
+	if err := completeSwaps(l.dir, l.logger); err != nil {
+		return nil, err
+	}
 	ents, err := os.ReadDir(l.dir)
 	if err != nil {
 		return nil, err

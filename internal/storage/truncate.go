@@ -230,12 +230,15 @@ func (l *Log) deleteOldestLocked(n int) error {
 // timestamp, or file modification time when it has none) or retention.bytes, never the
 // active segment (Kafka's deleteRetentionMsBreachedSegments and
 // deleteRetentionSizeBreachedSegments), and advances the log start. It returns the number
-// of segments deleted.
+// of segments deleted. A no-op unless cleanup.policy includes delete.
 func (l *Log) ApplyRetention(nowMs int64) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed.Load() {
 		return 0, errClosed
+	}
+	if !l.cfg.deletes() {
+		return 0, nil // compact-only logs are bounded by the cleaner, not retention
 	}
 	n := 0
 	if l.cfg.RetentionMs >= 0 {
