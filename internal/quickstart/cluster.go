@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -51,6 +52,8 @@ type cluster struct {
 	// child process
 	cmd    *exec.Cmd
 	exited chan struct{}
+
+	stopOnce sync.Once
 }
 
 func (c *cluster) addr() string { return "localhost:" + strconv.Itoa(c.port) }
@@ -175,7 +178,9 @@ func (c *cluster) kill() {
 
 // stop shuts a cluster down cleanly: an in-process broker through Shutdown (in-flight
 // requests answered, logs flushed, checkpoints written), a child through SIGTERM.
-func (c *cluster) stop() {
+func (c *cluster) stop() { c.stopOnce.Do(c.doStop) }
+
+func (c *cluster) doStop() {
 	if c.b != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()

@@ -12,15 +12,15 @@ import (
 // Report holds what RunScripted measured.
 type Report struct {
 	SourcePort, DestinationPort int
-	Produced       int           // records acknowledged in all (source and destination)
-	Unmirrored     int           // records the source acknowledged after the mirror link was cut: its divergent tail at the outage
-	Lost           int           // records that reached the destination or were produced there, missing from it or never delivered to the group
-	Duplicates     int           // records the group read again on the destination after reading them on the source
-	DuplicateBound int           // duplicates allowed: records the group read but had not committed at the outage
-	GroupSynced    bool          // the destination held the group's source offsets before the outage (metadata sync, spec §9)
-	FailoverTime   time.Duration // from kill -9 of the source to the first record acknowledged by the destination
-	Truncated      int64         // records LOG_ALIGNMENT dropped from the source's log at failback
-	Failures       []string      // checks that did not hold; empty when the drill passed
+	Produced                    int           // records acknowledged in all (source and destination)
+	Unmirrored                  int           // records the source acknowledged after the mirror link was cut: its divergent tail at the outage
+	Lost                        int           // records that reached the destination or were produced there, missing from it or never delivered to the group
+	Duplicates                  int           // records the group read again on the destination after reading them on the source
+	DuplicateBound              int           // duplicates allowed: records the group read but had not committed at the outage
+	GroupSynced                 bool          // the destination held the group's source offsets before the outage (metadata sync, spec §9)
+	FailoverTime                time.Duration // from kill -9 of the source to the first record acknowledged by the destination
+	Truncated                   int64         // records LOG_ALIGNMENT dropped from the source's log at failback
+	Failures                    []string      // checks that did not hold; empty when the drill passed
 }
 
 // Summary is the one-line result RunScripted prints last.

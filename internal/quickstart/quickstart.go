@@ -157,6 +157,9 @@ func Run(ctx context.Context, o Options) error {
 			<-done
 			<-done
 			fmt.Fprintln(out, "\nStopping both clusters ...")
+			src.stop()
+			dst.stop()
+			fmt.Fprintf(out, "Stopped. The data stays in %s: run the quickstart again to continue, or remove it to start afresh.\n", data)
 			return nil
 		case <-tick.C:
 		}
