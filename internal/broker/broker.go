@@ -192,6 +192,10 @@ func (b *Broker) Serve() error {
 		defer b.bg.Done()
 		b.logs.RunBackground(b.ctx, b.cfg.Int64("log.retention.check.interval.ms"), 1000)
 	}()
+	if b.cfg.Bool("log.cleaner.enable") {
+		b.bg.Add(1)
+		go func() { defer b.bg.Done(); b.logs.RunCleaner(b.ctx, b.cfg.Int64("log.cleaner.backoff.ms")) }()
+	}
 	b.bg.Add(1)
 	go func() { defer b.bg.Done(); b.watchMetadata() }()
 	b.logger.Info("kmirror broker serving", "node.id", b.nodeID, "listener", b.listener.Addr().String(), "advertised", b.Addr(), "cluster.id", b.meta.Image().ClusterID, "log.dirs", b.dataDir)

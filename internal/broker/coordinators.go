@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -28,7 +29,7 @@ func (b *Broker) startCoordinators() error {
 	n := b.cfg.Int32("offsets.topic.num.partitions")
 	if _, ok := b.meta.Image().Topics[OffsetsTopic]; !ok {
 		if _, err := b.createTopic(b.ctx, OffsetsTopic, metadata.NewTopicID(), n, map[string]string{
-			"cleanup.policy": "compact", "segment.bytes": "104857600",
+			"cleanup.policy": "compact", "segment.bytes": strconv.Itoa(int(b.cfg.Int32("offsets.topic.segment.bytes"))),
 		}, nil); err != nil {
 			return fmt.Errorf("creating %s: %w", OffsetsTopic, err)
 		}

@@ -159,6 +159,13 @@ func (b *Broker) storageConfig(t *metadata.Topic) storage.Config {
 	c.SegmentIndexBytes = int32(b.topicInt(t, "segment.index.bytes"))
 	c.FlushIntervalMessages = b.topicInt(t, "flush.messages")
 	c.FlushIntervalMs = b.topicInt(t, "flush.ms")
+	c.CleanupPolicy, _ = b.topicConfig(t, "cleanup.policy")
+	c.DeleteRetentionMs = b.topicInt(t, "delete.retention.ms")
+	c.MinCompactionLagMs = b.topicInt(t, "min.compaction.lag.ms")
+	c.MaxCompactionLagMs = b.topicInt(t, "max.compaction.lag.ms")
+	if v, _ := b.topicConfig(t, "min.cleanable.dirty.ratio"); v != "" {
+		c.MinCleanableDirtyRatio, _ = strconv.ParseFloat(v, 64)
+	}
 	return c
 }
 

@@ -3,6 +3,7 @@ package storage
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -644,4 +646,33 @@ func completeSwaps(dir string, logger interface{ Warn(string, ...any) }) error {
 		return syncDir(dir)
 	}
 	return nil
+}
+
+// RunCleaner runs Clean on every open log whose cleanup.policy includes compact, then
+// sleeps backoffMs (log.cleaner.backoff.ms), until ctx is done (Kafka's
+// CleanerThread). Cleaning results are logged at INFO, failures at ERROR; a failed log
+// is retried on the next round.
+func (m *Manager) RunCleaner(ctx context.Context, backoffMs int64) {
+	t := time.NewTicker(time.Duration(max(backoffMs, 1)) * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			for tp, l := range m.openLogs() {
+				if ctx.Err() != nil {
+					return
+				}
+				res, err := l.Clean(now.UnixMilli(), false)
+				if err != nil && !errors.Is(err, errClosed) {
+					m.logger.Error("log cleaning failed", "topic", tp.Topic, "partition", tp.Partition, "err", err)
+				} else if res.Cleaned {
+					m.logger.Info("cleaned log", "topic", tp.Topic, "partition", tp.Partition,
+						"endOffset", res.EndOffset, "dirtyRatio", res.DirtyRatio, "bytesBefore", res.BytesBefore,
+						"bytesAfter", res.BytesAfter, "recordsRemoved", res.RecordsRemoved)
+				}
+			}
+		}
+	}
 }
