@@ -25,6 +25,7 @@ import (
 	"github.com/kmirror/kmirror/internal/metadata"
 	"github.com/kmirror/kmirror/internal/mirrorproto"
 	"github.com/kmirror/kmirror/internal/storage"
+	"github.com/kmirror/kmirror/internal/txn"
 	"github.com/kmirror/kmirror/internal/wire"
 )
 
@@ -48,6 +49,7 @@ type Broker struct {
 	meta       *metadata.Controller
 	logs       *storage.Manager
 	groups     *group.Coordinator
+	txns       *txn.Coordinator
 	mirrors    Mirrors
 	newMirrors NewMirrorsFunc
 	pids       *producerIDs
@@ -216,6 +218,9 @@ func (b *Broker) close() {
 	if b.mirrors != nil {
 		b.mirrors.Close()
 	}
+	if b.txns != nil {
+		b.txns.Close()
+	}
 	if b.groups != nil {
 		b.groups.Close()
 	}
@@ -285,6 +290,19 @@ func (b *Broker) Handle(ctx context.Context, req *wire.Request) kmsg.Response {
 		return b.groups.DescribeGroups(ctx, r)
 	case *kmsg.DeleteGroupsRequest:
 		return b.groups.DeleteGroups(ctx, r)
+	// Transactions (txn.go).
+	case *kmsg.AddPartitionsToTxnRequest:
+		return b.handleAddPartitionsToTxn(r)
+	case *kmsg.AddOffsetsToTxnRequest:
+		return b.handleAddOffsetsToTxn(r)
+	case *kmsg.EndTxnRequest:
+		return b.handleEndTxn(r)
+	case *kmsg.TxnOffsetCommitRequest:
+		return b.handleTxnOffsetCommit(r)
+	case *kmsg.DescribeTransactionsRequest:
+		return b.handleDescribeTransactions(r)
+	case *kmsg.ListTransactionsRequest:
+		return b.handleListTransactions(r)
 	}
 	if resp := b.handleMirrorRPC(ctx, req.Body); resp != nil {
 		return resp

@@ -58,6 +58,9 @@ func (b *Broker) startCoordinators() error {
 	if err := b.groups.Load(b.ctx); err != nil {
 		return fmt.Errorf("loading consumer groups: %w", err)
 	}
+	if err := b.startTxnCoordinator(); err != nil {
+		return err
+	}
 	if b.newMirrors != nil {
 		b.mirrors = b.newMirrors(b, b.cfg, b.logger.With("component", "mirror"))
 		if err := b.mirrors.Start(b.ctx); err != nil {
@@ -149,10 +152,14 @@ func (b *Broker) handleFindCoordinator(req *kmsg.FindCoordinatorRequest) kmsg.Re
 		c := kmsg.NewFindCoordinatorResponseCoordinator()
 		c.Key = k
 		switch {
-		case req.CoordinatorType != 0:
-			// No transaction (or share) coordinator yet.
+		case req.CoordinatorType > 1:
+			// No share coordinator.
+			c.ErrorCode = kerr.InvalidRequest.Code
+			c.ErrorMessage = strp("kmirror coordinates groups and transactions only")
+			c.NodeID = -1
+		case req.CoordinatorType == 1 && k != "" && b.txns.EnsureTopic() != nil:
+			// Kafka answers COORDINATOR_NOT_AVAILABLE until __transaction_state exists.
 			c.ErrorCode = kerr.CoordinatorNotAvailable.Code
-			c.ErrorMessage = strp("kmirror does not coordinate transactions yet")
 			c.NodeID = -1
 		case k == "":
 			c.ErrorCode = kerr.InvalidRequest.Code

@@ -1,7 +1,6 @@
 package broker
 
-// Produce v3–11 and InitProducerId v0–5 (idempotent producers only; kmirror has no
-// transaction coordinator yet). Follows Kafka's KafkaApis.handleProduceRequest,
+// Produce v3–11 and InitProducerId v0–5 (transactional producers: txn.go). Follows Kafka's KafkaApis.handleProduceRequest,
 // ReplicaManager.appendRecords and LogValidator.
 
 import (
@@ -48,7 +47,7 @@ func (b *Broker) handleProduce(_ context.Context, req *kmsg.ProduceRequest) kmsg
 					fail(kerr.PolicyViolation, msg)
 					break
 				}
-				b.produceOne(ts, ts.logs[rp.Partition], rp.Records, now, &sp)
+				b.produceOne(ts, rp.Partition, rp.Records, now, &sp)
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
@@ -61,7 +60,8 @@ func (b *Broker) handleProduce(_ context.Context, req *kmsg.ProduceRequest) kmsg
 }
 
 // produceOne validates and appends one partition's batch as leader.
-func (b *Broker) produceOne(ts *topicState, l *storage.Log, records []byte, now int64, sp *kmsg.ProduceResponseTopicPartition) {
+func (b *Broker) produceOne(ts *topicState, partition int32, records []byte, now int64, sp *kmsg.ProduceResponseTopicPartition) {
+	l := ts.logs[partition]
 	rules := b.produceRules(ts.meta, now)
 	batch, err := validateProduce(records, rules)
 	if err != nil {
@@ -72,25 +72,32 @@ func (b *Broker) produceOne(ts *topicState, l *storage.Log, records []byte, now 
 		sp.ErrorRecords = nil
 		return
 	}
-	if batch.IsTransactional() {
-		sp.ErrorCode = kerr.InvalidTxnState.Code
-		sp.ErrorMessage = strp("kmirror does not coordinate transactions yet")
-		return
-	}
 	appendTime := int64(-1)
 	if rules.logAppendTime {
 		appendTime = now
 	}
-	info, err := l.AppendAsLeader(batch, leaderEpoch(l), appendTime)
-	if err != nil {
-		code := appendErrorCode(err)
-		sp.ErrorCode = code.Code
-		sp.ErrorMessage = strp(err.Error())
+	appendFn := func() {
+		info, err := l.AppendAsLeader(batch, leaderEpoch(l), appendTime)
+		if err != nil {
+			code := appendErrorCode(err)
+			sp.ErrorCode = code.Code
+			sp.ErrorMessage = strp(err.Error())
+			return
+		}
+		sp.BaseOffset = info.FirstOffset
+		sp.LogAppendTime = appendTime
+		sp.LogStartOffset = l.LogStartOffset()
+	}
+	if batch.IsTransactional() {
+		if e, msg := b.produceTransactional(ts.meta.Name, partition, batch, appendFn); e != nil {
+			sp.ErrorCode = e.Code
+			if msg != "" {
+				sp.ErrorMessage = strp(msg)
+			}
+		}
 		return
 	}
-	sp.BaseOffset = info.FirstOffset
-	sp.LogAppendTime = appendTime
-	sp.LogStartOffset = l.LogStartOffset()
+	appendFn()
 }
 
 // appendErrorCode maps storage errors to Kafka error codes.
@@ -147,10 +154,7 @@ func (b *Broker) handleInitProducerID(req *kmsg.InitProducerIDRequest) kmsg.Resp
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if req.TransactionalID != nil {
-		// No transaction coordinator yet: FindCoordinator(transaction) answers
-		// COORDINATOR_NOT_AVAILABLE, and so does this.
-		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
-		return resp
+		return b.initTransactionalProducerID(req, resp)
 	}
 	if req.ProducerID >= 0 && req.ProducerEpoch >= 0 {
 		// KIP-360: an idempotent producer bumping its epoch. Epoch overflow gets a

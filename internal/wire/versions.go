@@ -13,7 +13,7 @@ type VersionRange struct{ Min, Max int16 }
 // knows only maximum versions, so minimums follow Apache Kafka 4.x (which removed the
 // oldest versions), kept low enough for the Java, librdkafka and franz-go clients of the
 // last five years. Mirror RPCs (internal/mirrorproto) are added by the broker with
-// Register. APIs not listed here (transactions, ACLs, KIP-848, share groups) are not
+// Register. APIs not listed here (ACLs, KIP-848, share groups) are not
 // advertised, so clients fall back or report them as unsupported.
 type Versions struct {
 	ranges map[int16]VersionRange
@@ -42,6 +42,10 @@ func DefaultVersions() *Versions {
 		21: {0, 2},  // DeleteRecords
 		22: {0, 5},  // InitProducerId
 		23: {2, 4},  // OffsetForLeaderEpoch
+		24: {0, 3},  // AddPartitionsToTxn (client form; v4+ is the batched broker form)
+		25: {0, 3},  // AddOffsetsToTxn
+		26: {0, 3},  // EndTxn (v5 is KIP-890 part 2)
+		28: {0, 3},  // TxnOffsetCommit (v5 is KIP-890 part 2)
 		32: {1, 4},  // DescribeConfigs
 		33: {0, 2},  // AlterConfigs
 		37: {0, 3},  // CreatePartitions
@@ -50,6 +54,8 @@ func DefaultVersions() *Versions {
 		47: {0, 0},  // OffsetDelete
 		60: {0, 1},  // DescribeCluster
 		61: {0, 0},  // DescribeProducers
+		65: {0, 0},  // DescribeTransactions
+		66: {0, 1},  // ListTransactions
 	} {
 		v.ranges[key] = r
 	}

@@ -1,0 +1,271 @@
+package broker
+
+// Transactions: InitProducerId with a transactional ID, AddPartitionsToTxn v0–3,
+// AddOffsetsToTxn v0–3, EndTxn v0–3, TxnOffsetCommit v0–3, DescribeTransactions v0,
+// ListTransactions v0–1, the transactional produce check and the marker writer, over
+// the transaction coordinator of internal/txn (Kafka's KafkaApis transaction handlers).
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/internal/group"
+	"github.com/kmirror/kmirror/internal/metadata"
+	"github.com/kmirror/kmirror/internal/record"
+	"github.com/kmirror/kmirror/internal/storage"
+	"github.com/kmirror/kmirror/internal/txn"
+)
+
+// startTxnCoordinator builds the transaction coordinator, loads __transaction_state
+// when it exists (it is created on the first transactional request) and starts its
+// timers.
+func (b *Broker) startTxnCoordinator() error {
+	n := b.cfg.Int32("transaction.state.log.num.partitions")
+	b.txns = txn.New(txn.Options{
+		NumPartitions:   n,
+		MaxTimeoutMs:    b.cfg.Int32("transaction.max.timeout.ms"),
+		IDExpirationMs:  b.cfg.Int64("transactional.id.expiration.ms"),
+		AbortIntervalMs: b.cfg.Int64("transaction.abort.timed.out.transaction.cleanup.interval.ms"),
+		Log: func(p int32) (txn.StateLog, error) {
+			l, err := b.Log(txn.TopicName, p)
+			if err != nil {
+				return nil, err
+			}
+			return internalLog{l}, nil
+		},
+		EnsureTopic: func() error {
+			if _, ok := b.meta.Image().Topics[txn.TopicName]; ok {
+				return nil
+			}
+			_, err := b.createTopic(b.ctx, txn.TopicName, metadata.NewTopicID(), n, map[string]string{
+				"cleanup.policy": "compact", "segment.bytes": "104857600",
+			}, nil)
+			if err != nil {
+				return fmt.Errorf("creating %s: %w", txn.TopicName, err)
+			}
+			return nil
+		},
+		NewProducerID: b.pids.Next,
+		Markers:       markerWriter{b},
+		Offsets:       b.groups,
+		Logger:        b.logger.With("component", "transaction-coordinator"),
+	})
+	_, exists := b.meta.Image().Topics[txn.TopicName]
+	if err := b.txns.Load(exists); err != nil {
+		return fmt.Errorf("loading transactions: %w", err)
+	}
+	b.bg.Add(1)
+	go func() { defer b.bg.Done(); b.txns.Run(b.ctx) }()
+	return nil
+}
+
+// markerWriter appends transaction markers to this broker's partition logs (the
+// single-node stand-in for WriteTxnMarkers).
+type markerWriter struct{ b *Broker }
+
+func (w markerWriter) WriteMarker(m txn.Marker) error {
+	l := w.b.partitionLog(m.Partition.Topic, m.Partition.Partition)
+	if l == nil {
+		t := w.b.meta.Image().Topics[m.Partition.Topic]
+		if t == nil || m.Partition.Partition >= t.Partitions {
+			return txn.ErrPartitionGone
+		}
+		var err error
+		if l, err = w.b.Log(m.Partition.Topic, m.Partition.Partition); err != nil {
+			return err
+		}
+	}
+	typ := record.ControlAbort
+	if m.Commit {
+		typ = record.ControlCommit
+	}
+	le := leaderEpoch(l)
+	_, err := l.AppendControlAsLeader(record.BuildEndTxnMarker(typ, m.ProducerID, m.ProducerEpoch, le, m.CoordinatorEpoch, time.Now().UnixMilli()), le)
+	if errors.Is(err, storage.ErrInvalidProducerEpoch) {
+		// The partition already knows a newer epoch of this producer: the marker has
+		// nothing left to end there.
+		w.b.logger.Warn("transaction marker with a stale producer epoch dropped", "topic", m.Partition.Topic, "partition", m.Partition.Partition, "producer.id", m.ProducerID, "epoch", m.ProducerEpoch)
+		return nil
+	}
+	return err
+}
+
+// initTransactionalProducerID is InitProducerId with a transactional ID.
+func (b *Broker) initTransactionalProducerID(req *kmsg.InitProducerIDRequest, resp *kmsg.InitProducerIDResponse) kmsg.Response {
+	expPID, expEpoch := int64(-1), int16(-1)
+	if req.Version >= 3 {
+		expPID, expEpoch = req.ProducerID, req.ProducerEpoch
+	}
+	pid, epoch, e := b.txns.InitProducerID(*req.TransactionalID, req.TransactionTimeoutMillis, expPID, expEpoch)
+	if e != nil {
+		resp.ErrorCode = txnErrorCode(e, req.Version, 4)
+		return resp
+	}
+	resp.ProducerID, resp.ProducerEpoch = pid, epoch
+	return resp
+}
+
+// txnErrorCode downgrades PRODUCER_FENCED to INVALID_PRODUCER_EPOCH for request
+// versions below fencedFrom, as Kafka does for clients that predate KIP-588.
+func txnErrorCode(e *kerr.Error, version, fencedFrom int16) int16 {
+	if e == kerr.ProducerFenced && version < fencedFrom {
+		return kerr.InvalidProducerEpoch.Code
+	}
+	return e.Code
+}
+
+// produceTransactional appends a transactional batch when its partition was added to
+// the producer's Ongoing transaction (INVALID_TXN_STATE otherwise, INVALID_PRODUCER_EPOCH
+// for a stale epoch).
+func (b *Broker) produceTransactional(topic string, partition int32, batch record.Batch, appendFn func()) (*kerr.Error, string) {
+	e := b.txns.WithPartition(batch.ProducerID(), batch.ProducerEpoch(), txn.TopicPartition{Topic: topic, Partition: partition}, appendFn)
+	if e == kerr.InvalidTxnState {
+		return e, "the partition was not added to an ongoing transaction of this producer"
+	}
+	return e, ""
+}
+
+func (b *Broker) handleAddPartitionsToTxn(req *kmsg.AddPartitionsToTxnRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+	if req.Version >= 4 {
+		resp.ErrorCode = kerr.UnsupportedVersion.Code
+		return resp
+	}
+	// KafkaApis.handleAddPartitionsToTxnRequest: invalid partitions fail the request,
+	// the others get OPERATION_NOT_ATTEMPTED.
+	codes := map[txn.TopicPartition]int16{}
+	var parts []txn.TopicPartition
+	failed := false
+	im := b.meta.Image()
+	for _, rt := range req.Topics {
+		t := im.Topics[rt.Topic]
+		for _, p := range rt.Partitions {
+			tp := txn.TopicPartition{Topic: rt.Topic, Partition: p}
+			parts = append(parts, tp)
+			switch {
+			case t == nil || p < 0 || p >= t.Partitions:
+				codes[tp], failed = kerr.UnknownTopicOrPartition.Code, true
+			case isInternalTopic(rt.Topic):
+				codes[tp], failed = kerr.InvalidTopicException.Code, true
+			default:
+				if ok, msg := b.checkMirrorWrite(rt.Topic, p, "add_partitions_to_txn"); !ok {
+					b.logger.Info("AddPartitionsToTxn refused", "topic", rt.Topic, "partition", p, "reason", msg)
+					codes[tp], failed = kerr.PolicyViolation.Code, true
+				}
+			}
+		}
+	}
+	code := int16(0)
+	if failed {
+		code = kerr.OperationNotAttempted.Code
+	} else if e := b.txns.AddPartitions(req.TransactionalID, req.ProducerID, req.ProducerEpoch, parts); e != nil {
+		code = txnErrorCode(e, req.Version, 2)
+	}
+	for _, rt := range req.Topics {
+		st := kmsg.NewAddPartitionsToTxnResponseTopic()
+		st.Topic = rt.Topic
+		for _, p := range rt.Partitions {
+			sp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
+			sp.Partition, sp.ErrorCode = p, code
+			if c, ok := codes[txn.TopicPartition{Topic: rt.Topic, Partition: p}]; ok {
+				sp.ErrorCode = c
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}
+
+func (b *Broker) handleAddOffsetsToTxn(req *kmsg.AddOffsetsToTxnRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
+	if e := b.txns.AddOffsets(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group); e != nil {
+		resp.ErrorCode = txnErrorCode(e, req.Version, 2)
+	}
+	return resp
+}
+
+func (b *Broker) handleEndTxn(req *kmsg.EndTxnRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.EndTxnResponse)
+	resp.ProducerID, resp.ProducerEpoch = -1, -1
+	if e := b.txns.EndTxn(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit); e != nil {
+		resp.ErrorCode = txnErrorCode(e, req.Version, 2)
+	}
+	return resp
+}
+
+// handleTxnOffsetCommit validates the group (GroupCoordinator.handleTxnCommitOffsets)
+// and holds the offsets pending in the transaction until it commits.
+func (b *Broker) handleTxnOffsetCommit(req *kmsg.TxnOffsetCommitRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+	memberID, generation, instanceID := "", int32(-1), (*string)(nil)
+	if req.Version >= 3 {
+		memberID, generation, instanceID = req.MemberID, req.Generation, req.InstanceID
+	}
+	groupCode := b.groups.CheckTxnOffsetCommit(req.Group, memberID, instanceID, generation)
+	now := nowMs()
+	im := b.meta.Image()
+	codes := make([][]int16, len(req.Topics))
+	var offsets []group.TxnOffset
+	for i, rt := range req.Topics {
+		codes[i] = make([]int16, len(rt.Partitions))
+		t := im.Topics[rt.Topic]
+		for j, p := range rt.Partitions {
+			meta := ""
+			if p.Metadata != nil {
+				meta = *p.Metadata
+			}
+			switch {
+			case groupCode != 0:
+				codes[i][j] = groupCode
+			case t == nil || p.Partition < 0 || p.Partition >= t.Partitions:
+				codes[i][j] = kerr.UnknownTopicOrPartition.Code
+			case len(meta) > group.MaxOffsetMetadataBytes:
+				codes[i][j] = kerr.OffsetMetadataTooLarge.Code
+			default:
+				le := int32(-1)
+				if req.Version >= 2 {
+					le = p.LeaderEpoch
+				}
+				offsets = append(offsets, group.TxnOffset{Topic: rt.Topic, Partition: p.Partition,
+					Offset: group.Offset{Offset: p.Offset, LeaderEpoch: le, Metadata: meta, CommitTimestampMs: now}})
+			}
+		}
+	}
+	var txnCode int16
+	if len(offsets) > 0 {
+		if e := b.txns.AddTxnOffsets(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group, offsets); e != nil {
+			txnCode = e.Code
+		}
+	}
+	for i, rt := range req.Topics {
+		st := kmsg.NewTxnOffsetCommitResponseTopic()
+		st.Topic = rt.Topic
+		for j, p := range rt.Partitions {
+			sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+			sp.Partition, sp.ErrorCode = p.Partition, codes[i][j]
+			if sp.ErrorCode == 0 {
+				sp.ErrorCode = txnCode
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}
+
+func (b *Broker) handleDescribeTransactions(req *kmsg.DescribeTransactionsRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.DescribeTransactionsResponse)
+	for _, id := range req.TransactionalIDs {
+		resp.TransactionStates = append(resp.TransactionStates, b.txns.Describe(id))
+	}
+	return resp
+}
+
+func (b *Broker) handleListTransactions(req *kmsg.ListTransactionsRequest) kmsg.Response {
+	return b.txns.List(req, nowMs())
+}
