@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Runs every fuzz target (func FuzzXxx) for a bounded time each: scripts/fuzz.sh 20s
+# Each target starts from its committed seed corpus (testdata/fuzz/<Target>/ next to
+# the test) plus its f.Add seeds. One fuzzing worker per target (FUZZ_PARALLEL to
+# change it): CI has 2 cores, and a target must stay fast per input.
 set -euo pipefail
 dur=${1:-20s}
+par=${FUZZ_PARALLEL:-1}
 cd "$(dirname "$0")/.."
-grep -rl --include='*_test.go' '^func Fuzz' internal | while read -r f; do
+grep -rl --include='*_test.go' '^func Fuzz' internal | sort | while read -r f; do
   pkg=./$(dirname "$f")
   for t in $(grep -o '^func Fuzz[A-Za-z0-9_]*' "$f" | sed 's/^func //'); do
     echo "fuzz $pkg $t ($dur)"
-    go test -run '^$' -fuzz "^$t\$" -fuzztime "$dur" "$pkg"
+    go test -run '^$' -fuzz "^$t\$" -fuzztime "$dur" -parallel "$par" "$pkg"
   done
 done
