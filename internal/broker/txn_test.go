@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -130,5 +131,246 @@ func TestTxnCommitAbortIsolation(t *testing.T) {
 	}
 	if d := describeTxn(t, b.Client(), "nope"); d.ErrorCode != kerr.TransactionalIDNotFound.Code {
 		t.Fatalf("describe unknown: %+v", d)
+	}
+}
+
+// TestTxnLSOHoldsBackReadCommitted: an open transaction holds the LSO at its first
+// offset, so read_committed consumers do not see later records until it ends.
+func TestTxnLSOHoldsBackReadCommitted(t *testing.T) {
+	b := startTxnBroker(t, nil)
+	createTopic(t, b.Client(), "lso", 1, nil)
+	ctx := context.Background()
+	p := txnProducer(b, "lso-1", "lso")
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProduceSync(ctx, &kgo.Record{Value: []byte("open")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	plain := b.Client(kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := plain.ProduceSync(ctx, &kgo.Record{Topic: "lso", Value: []byte("plain")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(b.Client())
+	lso, err := adm.ListCommittedOffsets(ctx, "lso")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hw, err := adm.ListEndOffsets(ctx, "lso")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := lso.Lookup("lso", 0); o.Offset != 0 {
+		t.Fatalf("LSO %d with a transaction open at 0", o.Offset)
+	}
+	if o, _ := hw.Lookup("lso", 0); o.Offset != 2 {
+		t.Fatalf("high watermark %d, want 2", o.Offset)
+	}
+	if d := describeTxn(t, b.Client(), "lso-1"); d.State != "Ongoing" || len(d.Topics) != 1 || d.Topics[0].Topic != "lso" {
+		t.Fatalf("describe: %+v", d)
+	}
+	if err := p.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	lso, err = adm.ListCommittedOffsets(ctx, "lso")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := lso.Lookup("lso", 0); o.Offset != 3 {
+		t.Fatalf("LSO %d after commit, want 3 (two records and the marker)", o.Offset)
+	}
+	if got := readAll(t, b, "lso", true); !equal(got, []string{"open", "plain"}) {
+		t.Fatalf("read_committed got %v", got)
+	}
+}
+
+// TestTxnFencing: a second producer with the same transactional ID fences the first:
+// the first's open transaction is aborted and its next produce and commit fail.
+func TestTxnFencing(t *testing.T) {
+	b := startTxnBroker(t, nil)
+	createTopic(t, b.Client(), "fence", 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	p1 := txnProducer(b, "fence-1", "fence")
+	if err := p1.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p1.ProduceSync(ctx, &kgo.Record{Value: []byte("p1-a")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	p2 := txnProducer(b, "fence-1", "fence")
+	produceTxn(t, p2, true, "p2-a")
+	if err := p1.ProduceSync(ctx, &kgo.Record{Value: []byte("p1-b")}).FirstErr(); err == nil {
+		t.Fatal("fenced producer's produce succeeded")
+	}
+	if err := p1.EndTransaction(ctx, kgo.TryCommit); err == nil {
+		t.Fatal("fenced producer's commit succeeded")
+	}
+	if got := readAll(t, b, "fence", true); !equal(got, []string{"p2-a"}) {
+		t.Fatalf("read_committed got %v", got)
+	}
+	if d := describeTxn(t, b.Client(), "fence-1"); d.State != "CompleteCommit" || d.ProducerEpoch != 2 {
+		t.Fatalf("describe: %+v (want epoch 2: fence + InitProducerId)", d)
+	}
+}
+
+// TestTxnTimeoutAborts: a transaction older than its timeout is aborted by the
+// coordinator with an epoch bump; its records never become visible to read_committed.
+func TestTxnTimeoutAborts(t *testing.T) {
+	b := startTxnBroker(t, map[string]string{"transaction.abort.timed.out.transaction.cleanup.interval.ms": "50"})
+	createTopic(t, b.Client(), "tmo", 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	p := txnProducer(b, "tmo-1", "tmo", kgo.TransactionTimeout(200*time.Millisecond))
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProduceSync(ctx, &kgo.Record{Value: []byte("late")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		d := describeTxn(t, b.Client(), "tmo-1")
+		if d.State == "CompleteAbort" {
+			if d.ProducerEpoch != 1 {
+				t.Fatalf("describe after timeout: %+v", d)
+			}
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("transaction not aborted: %+v", d)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := p.EndTransaction(ctx, kgo.TryCommit); err == nil {
+		t.Fatal("commit of a timed-out transaction succeeded")
+	}
+	if got := readAll(t, b, "tmo", true); len(got) != 0 {
+		t.Fatalf("read_committed got %v", got)
+	}
+}
+
+// TestTxnOffsetCommitVisibleOnCommit: TxnOffsetCommit offsets stay invisible to
+// OffsetFetch until EndTxn commits; an aborted transaction's offsets never show.
+func TestTxnOffsetCommitVisibleOnCommit(t *testing.T) {
+	b := startTxnBroker(t, nil)
+	cl := b.Client()
+	createTopic(t, cl, "in", 1, nil)
+	ctx := context.Background()
+	init := kmsg.NewPtrInitProducerIDRequest()
+	init.TransactionalID = kmsg.StringPtr("off-1")
+	init.TransactionTimeoutMillis = 60000
+	ir, err := init.RequestWith(ctx, cl)
+	if err != nil || ir.ErrorCode != 0 {
+		t.Fatalf("InitProducerId: %v %v", err, ir)
+	}
+	pid, epoch := ir.ProducerID, ir.ProducerEpoch
+	commitOffset := func(off int64) int16 {
+		req := kmsg.NewPtrTxnOffsetCommitRequest()
+		req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch, req.Generation = "off-1", "g", pid, epoch, -1
+		rt := kmsg.NewTxnOffsetCommitRequestTopic()
+		rt.Topic = "in"
+		rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+		rp.Partition, rp.Offset = 0, off
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Topics[0].Partitions[0].ErrorCode
+	}
+	addOffsets := func() {
+		req := kmsg.NewPtrAddOffsetsToTxnRequest()
+		req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group = "off-1", pid, epoch, "g"
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil || resp.ErrorCode != 0 {
+			t.Fatalf("AddOffsetsToTxn: %v %+v", err, resp)
+		}
+	}
+	endTxn := func(commit bool) {
+		req := kmsg.NewPtrEndTxnRequest()
+		req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = "off-1", pid, epoch, commit
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil || resp.ErrorCode != 0 {
+			t.Fatalf("EndTxn: %v %+v", err, resp)
+		}
+	}
+	committed := func() int64 {
+		offs, err := kadm.NewClient(cl).FetchOffsets(ctx, "g")
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, ok := offs.Lookup("in", 0)
+		if !ok {
+			return -1
+		}
+		return o.At
+	}
+	if code := commitOffset(5); code != kerr.InvalidTxnState.Code {
+		t.Fatalf("TxnOffsetCommit without AddOffsetsToTxn: %v", kerr.ErrorForCode(code))
+	}
+	addOffsets()
+	if code := commitOffset(5); code != 0 {
+		t.Fatal(kerr.ErrorForCode(code))
+	}
+	if got := committed(); got != -1 {
+		t.Fatalf("offset %d visible before commit", got)
+	}
+	endTxn(true)
+	if got := committed(); got != 5 {
+		t.Fatalf("offset %d after commit, want 5", got)
+	}
+	addOffsets()
+	if code := commitOffset(9); code != 0 {
+		t.Fatal(kerr.ErrorForCode(code))
+	}
+	endTxn(false)
+	if got := committed(); got != 5 {
+		t.Fatalf("offset %d after an aborted transaction, want 5", got)
+	}
+	b.Restart()
+	if got := committed(); got != 5 {
+		t.Fatalf("offset %d after restart, want 5", got)
+	}
+}
+
+// TestTxnSurvivesRestart: a committed transaction stays committed and an open one
+// stays Ongoing across a restart, and the same producer commits it afterwards.
+func TestTxnSurvivesRestart(t *testing.T) {
+	b := startTxnBroker(t, nil)
+	createTopic(t, b.Client(), "rs", 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	p := txnProducer(b, "rs-1", "rs")
+	produceTxn(t, p, true, "r1")
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProduceSync(ctx, &kgo.Record{Value: []byte("r2")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	b.Restart()
+	if d := describeTxn(t, b.Client(), "rs-1"); d.State != "Ongoing" || len(d.Topics) != 1 {
+		t.Fatalf("describe after restart: %+v", d)
+	}
+	lso, err := kadm.NewClient(b.Client()).ListCommittedOffsets(ctx, "rs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := lso.Lookup("rs", 0); o.Offset != 2 {
+		t.Fatalf("LSO %d after restart, want 2 (the open transaction's first offset)", o.Offset)
+	}
+	if err := p.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, b, "rs", true); !equal(got, []string{"r1", "r2"}) {
+		t.Fatalf("read_committed got %v", got)
+	}
+	b.Restart()
+	if d := describeTxn(t, b.Client(), "rs-1"); d.State != "CompleteCommit" {
+		t.Fatalf("describe after second restart: %+v", d)
+	}
+	if got := readAll(t, b, "rs", true); !equal(got, []string{"r1", "r2"}) {
+		t.Fatalf("read_committed after second restart got %v", got)
 	}
 }
