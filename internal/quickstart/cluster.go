@@ -2,7 +2,6 @@ package quickstart
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -222,5 +221,3 @@ func freePort() (int, error) {
 func dataDirs(data string) (src, dst string) {
 	return filepath.Join(data, "source"), filepath.Join(data, "destination")
 }
-
-var errStopped = errors.New("stopped")
