@@ -73,7 +73,11 @@ func createTopic(t *testing.T, cl *kgo.Client, name string, partitions int32, co
 	}
 }
 
-// produce writes values (key "k<i>") to topic partition p synchronously.
+// manualPartitions makes a client honor kgo.Record.Partition, as produce needs.
+var manualPartitions = kgo.RecordPartitioner(kgo.ManualPartitioner())
+
+// produce writes values (key "k<i>") to topic partition p synchronously; cl must be built
+// with manualPartitions when the topic has more than one partition.
 func produce(t *testing.T, cl *kgo.Client, topic string, p int32, values ...string) {
 	t.Helper()
 	var recs []*kgo.Record
