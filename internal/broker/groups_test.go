@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -359,5 +361,60 @@ func TestGroupBadInput(t *testing.T) {
 	}
 	if o, ok := offs.Lookup("bad", 0); !ok || o.At != 7 || len(offs["no-such-topic"]) != 0 {
 		t.Fatalf("offsets after bad commits: %+v", offs)
+	}
+}
+
+// TestConsumerOffsetsStaysBounded: with small segments for __consumer_offsets and a
+// fast cleaner, continuous commits of the same keys stop growing the offsets topic.
+func TestConsumerOffsetsStaysBounded(t *testing.T) {
+	b := brokertest.Start(t, map[string]string{"offsets.topic.segment.bytes": "16384",
+		"offsets.topic.num.partitions": "1", "log.cleaner.backoff.ms": "100", "num.partitions": "4"})
+	cl := b.Client()
+	adm := kadm.NewClient(cl)
+	ctx := context.Background()
+	if _, err := adm.CreateTopic(ctx, 4, 1, nil, "committed"); err != nil {
+		t.Fatal(err)
+	}
+	size := func() int64 {
+		logs, _ := filepath.Glob(filepath.Join(b.Dir, "__consumer_offsets-0", "*.log"))
+		var n int64
+		for _, f := range logs {
+			if st, err := os.Stat(f); err == nil {
+				n += st.Size()
+			}
+		}
+		return n
+	}
+	commitRound := func(i int) {
+		offs := kadm.Offsets{}
+		for p := int32(0); p < 4; p++ {
+			offs.Add(kadm.Offset{Topic: "committed", Partition: p, At: int64(i)})
+		}
+		if r, err := adm.CommitOffsets(ctx, "bounded-g", offs); err != nil || r.Error() != nil {
+			t.Fatal(err, r.Error())
+		}
+	}
+	// Each round writes ~4 records; 30 segments' worth of commits.
+	for i := range 3000 {
+		commitRound(i)
+	}
+	first := size()
+	for i := 3000; i < 6000; i++ {
+		commitRound(i)
+	}
+	var last int64
+	waitFor(t, "__consumer_offsets cleaned below its size after the first half", func() bool {
+		last = size()
+		return last <= first
+	})
+	if last > 4*16384 {
+		t.Fatalf("__consumer_offsets holds %d bytes after 6000 rounds of commits", last)
+	}
+	offs, err := adm.FetchOffsets(ctx, "bounded-g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := offs.Lookup("committed", 3); o.At != 5999 {
+		t.Fatalf("committed offset %d after cleaning, want 5999", o.At)
 	}
 }
