@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/internal/brokertest"
+	"github.com/kmirror/kmirror/internal/mirrorproto"
 )
 
 // txnProps keeps __transaction_state small in tests.
@@ -372,5 +373,79 @@ func TestTxnSurvivesRestart(t *testing.T) {
 	}
 	if got := readAll(t, b, "rs", true); !equal(got, []string{"r1", "r2"}) {
 		t.Fatalf("read_committed after second restart got %v", got)
+	}
+}
+
+// TestTxnMirrorTopicReadOnly: AddPartitionsToTxn to a partition of a running mirror
+// topic is refused with POLICY_VIOLATION; once the mirror topic is stopped a
+// transactional producer commits to it (issue 4).
+func TestTxnMirrorTopicReadOnly(t *testing.T) {
+	src := brokertest.Start(t, nil)
+	createTopic(t, src.Client(), "mt", 1, nil)
+	if err := src.Client().ProduceSync(context.Background(), &kgo.Record{Topic: "mt", Value: []byte("from-source")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	dst := startTxnBroker(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	adm := dst.Client(kgo.MaxVersions(mirrorproto.ClientVersions()))
+	cr, err := adm.Request(ctx, &mirrorproto.CreateClusterMirrorRequest{MirrorName: "m1",
+		Config: []mirrorproto.CreateClusterMirrorRequestConfig{{Name: "bootstrap.servers", Value: src.Addr()}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := cr.(*mirrorproto.CreateClusterMirrorResponse); r.ErrorCode != 0 {
+		t.Fatal(mirrorproto.ErrorFor(r.ErrorCode, r.ErrorMessage))
+	}
+	sreq := mirrorproto.NewStartMirrorTopicsRequest()
+	sreq.MirrorName = "m1"
+	sreq.Topics = []mirrorproto.StartMirrorTopicsRequestTopic{{TopicName: "mt"}}
+	sr, err := adm.Request(ctx, sreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := sr.(*mirrorproto.StartMirrorTopicsResponse); r.ErrorCode != 0 {
+		t.Fatal(mirrorproto.ErrorFor(r.ErrorCode, r.ErrorMessage))
+	}
+	// The mirror topic exists on the destination once its first record is mirrored.
+	if got := readAll(t, src, "mt", false); !equal(got, []string{"from-source"}) {
+		t.Fatalf("source: %v", got)
+	}
+	c := dst.Client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"mt": {0: kgo.NewOffset().AtStart()}}))
+	for mirrored := false; !mirrored; {
+		fs := c.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatal("nothing mirrored before the deadline")
+		}
+		mirrored = len(fs.Records()) > 0
+	}
+	cl := dst.Client()
+	init := kmsg.NewPtrInitProducerIDRequest()
+	init.TransactionalID = kmsg.StringPtr("mt-1")
+	init.TransactionTimeoutMillis = 60000
+	ir, err := init.RequestWith(ctx, cl)
+	if err != nil || ir.ErrorCode != 0 {
+		t.Fatalf("InitProducerId: %v %v", err, ir)
+	}
+	add := kmsg.NewPtrAddPartitionsToTxnRequest()
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch = "mt-1", ir.ProducerID, ir.ProducerEpoch
+	add.Topics = []kmsg.AddPartitionsToTxnRequestTopic{{Topic: "mt", Partitions: []int32{0}}}
+	ar, err := add.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := ar.Topics[0].Partitions[0].ErrorCode; code != kerr.PolicyViolation.Code {
+		t.Fatalf("AddPartitionsToTxn to a mirror topic: %v", kerr.ErrorForCode(code))
+	}
+	stop := mirrorproto.NewStopMirrorTopicsRequest()
+	stop.MirrorName = "m1"
+	stop.Topics = []mirrorproto.TopicName{{TopicName: "mt"}}
+	if _, err := adm.Request(ctx, stop); err != nil {
+		t.Fatal(err)
+	}
+	p := txnProducer(dst, "mt-2", "mt")
+	produceTxn(t, p, true, "after-stop")
+	if got := readAll(t, dst, "mt", true); !equal(got, []string{"from-source", "after-stop"}) {
+		t.Fatalf("read_committed on the stopped mirror topic: %v", got)
 	}
 }
