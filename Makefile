@@ -4,7 +4,7 @@ BIN := bin/kmirror
 # Packages whose state is shared between goroutines run under the race detector.
 RACE_PKGS := ./internal/wire/... ./internal/storage/... ./internal/metadata/... ./internal/group/... ./internal/mirror/... ./internal/broker/...
 
-.PHONY: build test unit race fuzz checks lint deps docs bench
+.PHONY: build test unit race fuzz checks lint deps docs bench bench-broker
 
 build:
 	$(GO) build -o $(BIN) ./cmd/kmirror
@@ -36,3 +36,9 @@ test: deps lint unit race fuzz
 
 docs:
 	$(GO) run ./cmd/kmirror config-docs > docs/configuration.md
+
+# bench-broker measures produce/consume throughput, produce latency and the broker's
+# peak RSS with franz-go against the built binary (about a minute); results go to
+# bench/results/broker-<date>.json. A benchmark, not a test: CI does not run it.
+bench-broker:
+	$(GO) run ./bench/broker
