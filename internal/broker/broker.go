@@ -412,6 +412,10 @@ func (b *Broker) reconcile() error {
 		if ts == nil {
 			ts = &topicState{}
 			b.topics[name] = ts
+		} else if ts.meta != t || int32(len(ts.logs)) < t.Partitions {
+			// copy on write: request handlers read a topicState without b.mu
+			ts = &topicState{meta: ts.meta, logs: append([]*storage.Log(nil), ts.logs...)}
+			b.topics[name] = ts
 		}
 		cfg := b.storageConfig(t)
 		for p := int32(len(ts.logs)); p < t.Partitions; p++ {
