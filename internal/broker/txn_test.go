@@ -449,3 +449,57 @@ func TestTxnMirrorTopicReadOnly(t *testing.T) {
 		t.Fatalf("read_committed on the stopped mirror topic: %v", got)
 	}
 }
+
+// TestTxnGroupTransactSession: franz-go's consume-transform-produce session commits
+// the group's offsets (AddOffsetsToTxn + TxnOffsetCommit v3 with member and
+// generation) and the produced records in one transaction.
+func TestTxnGroupTransactSession(t *testing.T) {
+	b := startTxnBroker(t, nil)
+	createTopic(t, b.Client(), "gin", 1, nil)
+	createTopic(t, b.Client(), "gout", 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	in := b.Client(kgo.DefaultProduceTopic("gin"))
+	for _, v := range []string{"1", "2", "3"} {
+		if err := in.ProduceSync(ctx, &kgo.Record{Value: []byte(v)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sess, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(b.Addr()), kgo.TransactionalID("gts-1"),
+		kgo.ConsumerGroup("gts"), kgo.ConsumeTopics("gin"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.DefaultProduceTopic("gout"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	if err := sess.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	for n < 3 {
+		fs := sess.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consumed %d of 3 before the deadline", n)
+		}
+		for _, r := range fs.Records() {
+			n++
+			if err := sess.ProduceSync(ctx, &kgo.Record{Value: append([]byte("out-"), r.Value...)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	committed, err := sess.End(ctx, kgo.TryCommit)
+	if err != nil || !committed {
+		t.Fatalf("End: committed=%v err=%v", committed, err)
+	}
+	offs, err := kadm.NewClient(b.Client()).FetchOffsets(ctx, "gts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := offs.Lookup("gin", 0); !ok || o.At != 3 {
+		t.Fatalf("group offset %+v, want 3", o)
+	}
+	if got := readAll(t, b, "gout", true); !equal(got, []string{"out-1", "out-2", "out-3"}) {
+		t.Fatalf("read_committed got %v", got)
+	}
+}

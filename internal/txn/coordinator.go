@@ -94,7 +94,6 @@ type Coordinator struct {
 	byPID map[int64]*txnMetadata
 
 	stop chan struct{}
-	done chan struct{}
 	once sync.Once
 }
 
@@ -116,7 +115,7 @@ func New(opts Options) *Coordinator {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Coordinator{opts: opts, log: opts.Logger, txns: map[string]*txnMetadata{}, byPID: map[int64]*txnMetadata{},
-		stop: make(chan struct{}), done: make(chan struct{})}
+		stop: make(chan struct{})}
 }
 
 // coordinatorEpoch is the epoch stamped on markers: a single node never changes
@@ -204,7 +203,6 @@ func (c *Coordinator) hasOffsetsPartition(t *txnMetadata) bool {
 // AbortIntervalMs until ctx ends or Close (Kafka's "transaction-abort" and
 // "transactionalId-expiration" scheduled tasks).
 func (c *Coordinator) Run(ctx context.Context) {
-	defer close(c.done)
 	tk := time.NewTicker(time.Duration(c.opts.AbortIntervalMs) * time.Millisecond)
 	defer tk.Stop()
 	for {
@@ -228,9 +226,6 @@ func (c *Coordinator) Close() {
 		close(c.stop)
 	})
 }
-
-// Wait returns after Run has returned (it must have been started).
-func (c *Coordinator) Wait() { <-c.done }
 
 func (c *Coordinator) all() []*txnMetadata {
 	c.mu.Lock()
