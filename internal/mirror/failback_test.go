@@ -32,6 +32,7 @@ func startBroker(t *testing.T) *kbroker {
 		"log.dirs":                          t.TempDir(),
 		"offsets.topic.num.partitions":      "2",
 		"mirror.state.topic.num.partitions": "3",
+		"group.initial.rebalance.delay.ms":  "0",
 	}}
 	kb.start()
 	t.Cleanup(kb.stop)
