@@ -2,7 +2,9 @@
 // sections 1–8, 10, 11 and 13 of ../shared/design/cluster-mirroring.md): the cluster
 // mirrors and their source connections, the fetchers that copy source record batches
 // byte for byte into local logs, the mirror partition state machine persisted in
-// __mirror_state, failover (StopMirrorTopics) and failback (LOG_ALIGNMENT).
+// __mirror_state, failover (StopMirrorTopics) and failback (LOG_ALIGNMENT), and the
+// periodic metadata sync of section 9 (sync*.go: topic discovery, topic configs, consumer
+// group offsets; ACLs not yet).
 //
 // Leader-epoch model (single-node kmirror): the leader epoch of a partition — what
 // Metadata reports and what leader appends stamp — is max(0, log.LatestEpoch()).
