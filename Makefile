@@ -4,7 +4,7 @@ BIN := bin/kmirror
 # Packages whose state is shared between goroutines run under the race detector.
 RACE_PKGS := ./internal/wire/... ./internal/storage/... ./internal/metadata/... ./internal/group/... ./internal/mirror/... ./internal/broker/...
 
-.PHONY: build test unit race fuzz checks lint deps docs bench bench-broker
+.PHONY: build test unit race fuzz checks lint deps docs bench interop bench-broker
 
 build:
 	$(GO) build -o $(BIN) ./cmd/kmirror
@@ -30,6 +30,11 @@ fuzz:
 # checks runs the outside-in acceptance checks shipped in ../shared/checks, if present.
 checks: build
 	@if [ -x ../shared/checks/run ]; then ../shared/checks/run; else echo "no ../shared/checks here; skipped"; fi
+
+# interop runs test/interop against Apache Kafka 4.x (Java 17+ and mvn needed; the jars are
+# fetched once into .cache/kafka-VERSION/libs by test/interop/fetch-kafka.sh).
+interop:
+	KMIRROR_INTEROP=1 $(GO) test -count=1 -timeout 20m ./test/interop/...
 
 test: deps lint unit race fuzz
 	@echo "make test: all passed"

@@ -12,8 +12,12 @@ if [ -f "$libs/.complete" ]; then
 	echo "$libs"
 	exit 0
 fi
-command -v mvn >/dev/null || { echo "fetch-kafka.sh: mvn not found (apt-get install maven)" >&2; exit 1; }
-command -v java >/dev/null || { echo "fetch-kafka.sh: java not found (Kafka 4.x needs Java 17+)" >&2; exit 1; }
+# Java 17+ (Kafka 4.x brokers and tools need it) and Maven, from Debian's packages if missing.
+if ! command -v java >/dev/null || ! command -v mvn >/dev/null; then
+	if [ "$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi
+	$SUDO apt-get update -qq >&2
+	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq openjdk-17-jre-headless maven >&2
+fi
 rm -rf "$libs"
 mkdir -p "$libs"
 mvn -q -B -f "$here/pom.xml" -Dkafka.version="$version" \
