@@ -138,7 +138,7 @@ func TestSyncDisasterRecovery(t *testing.T) {
 	eventually(t, func() string { return "the source group consumed too little" }, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
-		return len(before) >= 1500
+		return len(before) >= 800
 	})
 	waitSynced(t, dst, "dr", TaskGroupOffsets)
 
