@@ -119,9 +119,15 @@ func TestGroupKilledMemberPartitionsReassigned(t *testing.T) {
 				}(clients[i])
 			}
 			t.Cleanup(func() {
+				// Close in parallel but wait: brokertest closes each client again
+				// afterwards, and concurrent Closes of one kgo client race (both
+				// kill its fetch session).
+				var wg sync.WaitGroup
 				for _, cl := range clients {
-					go cl.Close()
+					wg.Add(1)
+					go func() { defer wg.Done(); cl.Close() }()
 				}
+				wg.Wait()
 			})
 			produceN(t, prod, topic, 0, 600)
 			waitFor(t, "three members with partitions", func() bool {
