@@ -142,17 +142,6 @@ func (p *proc) kill9(t *testing.T) {
 	p.done <- err
 }
 
-// stop sends SIGTERM and waits for a clean exit.
-func (p *proc) stop(t *testing.T) {
-	t.Helper()
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	err := <-p.done
-	p.done <- err
-	if err != nil {
-		t.Fatalf("kmirror serve after SIGTERM: %v\n%s", err, p.stderr.String())
-	}
-}
-
 func client(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
