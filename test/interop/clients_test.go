@@ -229,3 +229,5 @@ func deleteRecords(t *testing.T, cl *kgo.Client, topic string, p int32, before i
 		t.Fatalf("delete records %s/%d before %d: %v", topic, p, before, err)
 	}
 }
+
+func kadmClient(cl *kgo.Client) *kadm.Client { return kadm.NewClient(cl) }
