@@ -430,7 +430,9 @@ func (b *Broker) reconcile() error {
 				l.SetConfig(cfg)
 			}
 		}
-		ts.meta = t
+		if ts.meta != t { // an unchanged topicState is shared with readers: no write
+			ts.meta = t
+		}
 	}
 	for name, ts := range b.topics {
 		if _, ok := im.Topics[name]; !ok {
