@@ -51,9 +51,6 @@ func TestMain(m *testing.M) {
 }
 
 func setup() error {
-	if _, err := exec.LookPath("java"); err != nil {
-		return fmt.Errorf("java not found (Apache Kafka 4.x needs Java 17+)")
-	}
 	v := os.Getenv("KAFKA_VERSION")
 	if v == "" {
 		v = kafkaVersion
@@ -63,6 +60,9 @@ func setup() error {
 		return fmt.Errorf("fetch-kafka.sh: %w", err)
 	}
 	libsDir = strings.TrimSpace(string(out))
+	if _, err := exec.LookPath("java"); err != nil {
+		return fmt.Errorf("java not found (Apache Kafka 4.x needs Java 17+)")
+	}
 	if workDir, err = os.MkdirTemp("", "kmirror-interop-"); err != nil {
 		return err
 	}
