@@ -28,7 +28,6 @@ package broker
 import (
 	"math"
 	"math/rand/v2"
-	"strconv"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -36,8 +35,6 @@ import (
 )
 
 const (
-	// defaultFetchSessionSlots is max.incremental.fetch.session.cache.slots' default.
-	defaultFetchSessionSlots = 1000
 	// fetchSessionEvictionMs is Kafka's MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS.
 	fetchSessionEvictionMs = 120000
 )
@@ -86,14 +83,9 @@ func newFetchSessionCache(slots int) *fetchSessionCache {
 	return &fetchSessionCache{maxSlots: slots, evictionMs: fetchSessionEvictionMs, sessions: map[int32]*fetchSession{}}
 }
 
-// fetchSessionSlots reads max.incremental.fetch.session.cache.slots (default 1000).
+// fetchSessionSlots is max.incremental.fetch.session.cache.slots.
 func (b *Broker) fetchSessionSlots() int {
-	if s, ok := b.cfg.Get("max.incremental.fetch.session.cache.slots"); ok && s != "" {
-		if n, err := strconv.Atoi(s); err == nil && n >= 0 {
-			return n
-		}
-	}
-	return defaultFetchSessionSlots
+	return int(b.cfg.Int32("max.incremental.fetch.session.cache.slots"))
 }
 
 // fetchContext is what newContext decided for one request: the request to execute

@@ -40,6 +40,7 @@ var Broker = define(
 	Def{Name: "log.index.interval.bytes", Type: TypeInt, Default: "4096", Unit: "bytes", Doc: "Bytes between offset index entries."},
 	Def{Name: "log.index.size.max.bytes", Type: TypeInt, Default: "10485760", Unit: "bytes", Doc: "Size of an offset index before rolling."},
 	Def{Name: "compression.type", Type: TypeString, Default: "producer", Valid: []string{"producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"}, Doc: "Only 'producer' is applied: batches are stored as produced."},
+	minimum(Def{Name: "max.incremental.fetch.session.cache.slots", Type: TypeInt, Default: "1000", Doc: "Fetch sessions (KIP-227) the broker keeps."}, 0),
 	minimum(Def{Name: "offsets.topic.num.partitions", Type: TypeInt, Default: "50", Doc: "Partitions of __consumer_offsets."}, 1),
 	Def{Name: "offsets.retention.minutes", Type: TypeInt, Default: "10080", Unit: "min", Doc: "Offsets of an empty group are kept this long."},
 	Def{Name: "offsets.retention.check.interval.ms", Type: TypeLong, Default: "600000", Unit: "ms", Doc: "How often expired offsets are removed."},
