@@ -568,7 +568,9 @@ func (p *accProducer) finish() error {
 func (p *accProducer) waitAcked(t *testing.T, n int64) {
 	t.Helper()
 	target := p.acked.Load() + n
-	eventually(t, func() string { return fmt.Sprintf("producer at %d acks, want %d (err %v)", p.acked.Load(), target, p.err.Load()) },
+	eventually(t, func() string {
+		return fmt.Sprintf("producer at %d acks, want %d (err %v)", p.acked.Load(), target, p.err.Load())
+	},
 		func() bool { return p.acked.Load() >= target || p.err.Load() != nil })
 	if err, _ := p.err.Load().(error); err != nil {
 		t.Fatalf("producer: %v", err)
@@ -602,7 +604,9 @@ func TestAcceptanceRestartsWhileMirroring(t *testing.T) {
 	a.stop()
 	a.start()
 	prod.waitAcked(t, 500)
-	eventually(t, func() string { return fmt.Sprintf("mirroring after the source restart: %+v", eb.describe("m1", "live")) }, func() bool {
+	eventually(t, func() string {
+		return fmt.Sprintf("mirroring after the source restart: %+v", eb.describe("m1", "live"))
+	}, func() bool {
 		for _, d := range eb.describe("m1", "live") {
 			if d.State != mirrorproto.StateMirroring || d.DestinationOffset <= progress[d.PartitionIndex] {
 				return false
