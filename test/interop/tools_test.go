@@ -18,15 +18,16 @@ import (
 
 // Apache Kafka 4.x command-line tools, by the class their bin/*.sh script runs.
 const (
-	topicsTool      = "org.apache.kafka.tools.TopicCommand"                        // kafka-topics.sh
-	configsTool     = "kafka.admin.ConfigCommand"                                  // kafka-configs.sh
-	consoleProducer = "org.apache.kafka.tools.ConsoleProducer"                     // kafka-console-producer.sh
-	consoleConsumer = "org.apache.kafka.tools.consumer.ConsoleConsumer"            // kafka-console-consumer.sh
-	groupsTool      = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand" // kafka-consumer-groups.sh
-	producerPerf    = "org.apache.kafka.tools.ProducerPerformance"                 // kafka-producer-perf-test.sh
-	consumerPerf    = "org.apache.kafka.tools.ConsumerPerformance"                 // kafka-consumer-perf-test.sh
-	getOffsetsTool  = "org.apache.kafka.tools.GetOffsetShell"                      // kafka-get-offsets.sh
-	dumpLogTool     = "org.apache.kafka.tools.DumpLogSegments"                     // kafka-dump-log.sh
+	topicsTool       = "org.apache.kafka.tools.TopicCommand"                        // kafka-topics.sh
+	configsTool      = "kafka.admin.ConfigCommand"                                  // kafka-configs.sh
+	consoleProducer  = "org.apache.kafka.tools.ConsoleProducer"                     // kafka-console-producer.sh
+	consoleConsumer  = "org.apache.kafka.tools.consumer.ConsoleConsumer"            // kafka-console-consumer.sh
+	groupsTool       = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand" // kafka-consumer-groups.sh
+	producerPerf     = "org.apache.kafka.tools.ProducerPerformance"                 // kafka-producer-perf-test.sh
+	consumerPerf     = "org.apache.kafka.tools.ConsumerPerformance"                 // kafka-consumer-perf-test.sh
+	getOffsetsTool   = "org.apache.kafka.tools.GetOffsetShell"                      // kafka-get-offsets.sh
+	dumpLogTool      = "org.apache.kafka.tools.DumpLogSegments"                     // kafka-dump-log.sh
+	transactionsTool = "org.apache.kafka.tools.TransactionsCommand"                 // kafka-transactions.sh
 )
 
 func mustContain(t *testing.T, what, out string, wants ...string) {
@@ -56,7 +57,7 @@ func TestKafkaTopicsTool(t *testing.T) {
 	mustContain(t, "describe", out, "Topic: tools-topic", "PartitionCount: 2", "ReplicationFactor: 1",
 		"retention.ms=3600000", "Partition: 0", "Partition: 1", "TopicId: "+topicIDString(id))
 
-	out = tool(t, "", topicsTool, append(bs, "--alter", "--topic", "tools-topic", "--partitions", "3")...)
+	tool(t, "", topicsTool, append(bs, "--alter", "--topic", "tools-topic", "--partitions", "3")...)
 	out = tool(t, "", topicsTool, append(bs, "--describe", "--topic", "tools-topic")...)
 	mustContain(t, "describe after alter", out, "PartitionCount: 3", "Partition: 2")
 
@@ -342,5 +343,32 @@ func TestKafkaDumpLog(t *testing.T) {
 	out := tool(t, "", dumpLogTool, "--files", idx+","+strings.TrimSuffix(seg, ".log")+".timeindex", "--verify-index-only")
 	if strings.Contains(out, "Mismatches") || strings.Contains(out, "mismatch") || strings.Contains(out, "corrupt") {
 		t.Fatalf("index verification:\n%s", out)
+	}
+}
+
+// TestKafkaTransactionalTools: kafka-producer-perf-test with --transactional-id, then
+// kafka-transactions list/describe-producers and a read_committed console consumer.
+func TestKafkaTransactionalTools(t *testing.T) {
+	needKafka(t)
+	b := brokertest.Start(t, nil)
+	createTopic(t, b.Client(), "txperf", 1, nil)
+	bs := []string{"--bootstrap-server", b.Addr()}
+	out := tool(t, "", producerPerf, "--topic", "txperf", "--num-records", "200", "--record-size", "10",
+		"--throughput", "-1", "--transactional-id", "perf-tx", "--transaction-duration-ms", "50",
+		"--command-property", "bootstrap.servers="+b.Addr())
+	mustContain(t, "transactional producer perf", out, "200 records sent")
+
+	out = tool(t, "", transactionsTool, append(bs, "list")...)
+	if !regexp.MustCompile(`(?m)^perf-tx\s+1\s+\d+\s+CompleteCommit\s*$`).MatchString(out) {
+		t.Fatalf("kafka-transactions list lacks perf-tx in CompleteCommit:\n%s", out)
+	}
+	out = tool(t, "", transactionsTool, append(bs, "describe-producers", "--topic", "txperf", "--partition", "0")...)
+	if !regexp.MustCompile(`(?m)^\d+\s+0\s+\d+\s+199\s+\d+\s+None\s*$`).MatchString(out) {
+		t.Fatalf("describe-producers: want last sequence 199 and no open transaction:\n%s", out)
+	}
+	out = tool(t, "", consoleConsumer, append(bs, "--topic", "txperf", "--from-beginning", "--max-messages", "200",
+		"--isolation-level", "read_committed", "--timeout-ms", "60000")...)
+	if n := len(strings.Fields(out)); n != 200 {
+		t.Fatalf("read_committed console consumer read %d records, want 200", n)
 	}
 }
