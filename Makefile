@@ -36,7 +36,7 @@ checks: build
 interop:
 	KMIRROR_INTEROP=1 $(GO) test -count=1 -timeout 20m ./test/interop/...
 
-test: deps lint unit race fuzz
+test: deps lint unit race fuzz interop checks
 	@echo "make test: all passed"
 
 docs:
