@@ -47,3 +47,11 @@ docs:
 # bench/results/broker-<date>.json. A benchmark, not a test: CI does not run it.
 bench-broker:
 	$(GO) run ./bench/broker
+
+# bench runs bench/versus: kmirror against a single-node Apache Kafka 4.x broker and kmirror
+# Cluster Mirroring against MirrorMaker 2, on loopback, in one run (about 10 minutes on 2
+# cores; the Kafka jars come from test/interop/fetch-kafka.sh). It prints the comparison
+# tables with ratios kmirror / reference and writes bench/results/versus-<date>.{json,md}.
+# A benchmark, not a test: CI does not run it.
+bench:
+	$(GO) run ./bench/versus $(BENCH_FLAGS)

@@ -1,0 +1,278 @@
+// Command versus benchmarks kmirror side by side with what users would pick instead, on
+// one machine, in one run, all on loopback, and prints the ratios kmirror / reference:
+//
+//   - Broker: kmirror against a single-node Apache Kafka 4.x (KRaft, JVM with
+//     kafka-server-start.sh's default heap -Xmx1G -Xms1G), both with their default flush
+//     settings (no forced fsync) and their data directories under the same temp dir.
+//     franz-go with the same settings is the client of both: produce and consume
+//     throughput (1 KiB records), p50/p99 produce latency at a fixed rate (Produce call →
+//     acknowledgement), peak RSS (VmHWM) and start-up time (process start → first
+//     successful Metadata response).
+//   - Mirroring: kmirror Cluster Mirroring against MirrorMaker 2 (dedicated mode), both
+//     pulling from the same Apache Kafka source broker and writing into a kmirror
+//     destination broker (a separate one each): catch-up time of a backlog, steady-state
+//     end-to-end lag at a fixed rate, CPU seconds per GB, uncompressed and zstd. Plus
+//     kmirror's mirroring throughput for 1 and 16 partitions against the destination's own
+//     produce throughput, and its CPU per GB against a franz-go consume-and-re-produce
+//     pipeline.
+//
+// Results go to bench/results/versus-<date>.json and .md. Apache Kafka's jars come from
+// test/interop/fetch-kafka.sh. Run from the repository root: go run ./bench/versus (or
+// make bench). A benchmark, not a test: CI does not run it.
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+var (
+	libsDir   string // Apache Kafka jars
+	log4jConf string // WARN-level log4j2 config for every JVM
+)
+
+func fatalf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "versus: "+format+"\n", args...)
+	os.Exit(1)
+}
+
+func must(err error) {
+	if err != nil {
+		fatalf("%v", err)
+	}
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}
+
+// settings are the sizes of the run.
+type settings struct {
+	KafkaVersion   string  `json:"kafka_version"`
+	DataDir        string  `json:"data_dir"`
+	BrokerRecords  int     `json:"broker_records"`
+	LatencyRate    int     `json:"latency_records_per_s"`
+	LatencySeconds float64 `json:"latency_seconds"`
+	Backlog16      int     `json:"backlog_records_16_partitions"`
+	Backlog1       int     `json:"backlog_records_1_partition"`
+	LagRate        int     `json:"lag_records_per_s"`
+	LagSeconds     float64 `json:"lag_seconds"`
+	RecordBytes    int     `json:"record_bytes"`
+	MM2Target      string  `json:"mm2_target"`
+	Client         string  `json:"client"`
+}
+
+// brokerResult is one broker's column of the broker table.
+type brokerResult struct {
+	Broker     string     `json:"broker"`
+	StartupS   float64    `json:"startup_s"`
+	Produce16  throughput `json:"produce_16_partitions"`
+	Produce1   throughput `json:"produce_1_partition"`
+	Consume16  throughput `json:"consume_16_partitions"`
+	Latency    latency    `json:"produce_latency_at_fixed_rate"`
+	PeakRSSMB  float64    `json:"peak_rss_mb"`
+	CPUSeconds float64    `json:"cpu_s"`
+}
+
+// mirrorThroughput is a kmirror mirroring rate against the destination's produce rate.
+type mirrorThroughput struct {
+	Partitions  int        `json:"partitions"`
+	Codec       string     `json:"codec"`
+	Mirror      catchUp    `json:"mirror"`
+	DestProduce throughput `json:"destination_produce"`
+}
+
+type report struct {
+	Date        string             `json:"date"`
+	Machine     machine            `json:"machine"`
+	Settings    settings           `json:"settings"`
+	Brokers     []brokerResult     `json:"brokers"`
+	CatchUps    []catchUp          `json:"catch_ups"`
+	Lags        map[string]latency `json:"steady_state_lag"` // engine/codec → lag
+	MirrorRates []mirrorThroughput `json:"kmirror_mirror_throughput"`
+	Pipelines   []pipelineResult   `json:"pipeline"`
+}
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "pipeline" {
+		runPipeline(os.Args[2:])
+		return
+	}
+	var s settings
+	flag.StringVar(&s.KafkaVersion, "kafka", "4.3.1", "Apache Kafka version (test/interop/fetch-kafka.sh)")
+	base := flag.String("dir", os.TempDir(), "parent of the temp data directory of every broker")
+	flag.IntVar(&s.BrokerRecords, "records", 300000, "records per broker throughput run")
+	flag.IntVar(&s.LatencyRate, "latency-rate", 20000, "records/s of the produce latency run")
+	latSecs := flag.Int("latency-seconds", 20, "duration of the produce latency run")
+	flag.IntVar(&s.Backlog16, "backlog", 1000000, "backlog records of the 16-partition mirror topics")
+	flag.IntVar(&s.Backlog1, "backlog1", 300000, "backlog records of the 1-partition mirror topics")
+	flag.IntVar(&s.LagRate, "lag-rate", 10000, "records/s of the steady-state lag run")
+	lagSecs := flag.Int("lag-seconds", 20, "duration of each steady-state lag run")
+	flag.StringVar(&s.MM2Target, "mm2-target", "kmirror", "MirrorMaker 2 destination: kmirror or kafka")
+	out := flag.String("out", "bench/results", "directory for the results")
+	only := flag.String("only", "", "run only 'broker' or 'mirror'")
+	flag.Parse()
+	s.LatencySeconds, s.LagSeconds, s.RecordBytes = float64(*latSecs), float64(*lagSecs), recordSize
+	s.Client = "franz-go kgo v1.22 (acks=all, idempotent, 1 MiB batches, 20000 buffered records; consumers: 16 MiB fetches)"
+
+	tmp, err := os.MkdirTemp(*base, "kmirror-versus-")
+	must(err)
+	defer os.RemoveAll(tmp)
+	s.DataDir = tmp
+	bin := filepath.Join(tmp, "kmirror")
+	if b, err := exec.Command("go", "build", "-o", bin, "./cmd/kmirror").CombinedOutput(); err != nil {
+		fatalf("go build: %v\n%s", err, b)
+	}
+	o, err := exec.Command("./test/interop/fetch-kafka.sh", s.KafkaVersion).Output()
+	if err != nil {
+		fatalf("test/interop/fetch-kafka.sh: %v", err)
+	}
+	libsDir = strings.TrimSpace(string(o))
+	log4jConf = filepath.Join(tmp, "log4j2.yaml")
+	must(os.WriteFile(log4jConf, []byte(log4jYAML), 0o644))
+
+	rep := report{Date: time.Now().UTC().Format(time.RFC3339), Machine: describeMachine(tmp), Settings: s, Lags: map[string]latency{}}
+	if *only != "mirror" {
+		rep.Brokers = []brokerResult{
+			benchBroker("kmirror", func() *proc { return startKmirror(bin, "kmirror", filepath.Join(tmp, "b-kmirror")) }, s),
+			benchBroker("Apache Kafka "+s.KafkaVersion, func() *proc { return startKafka("kafka", filepath.Join(tmp, "b-kafka")) }, s),
+		}
+	}
+	if *only != "broker" {
+		benchMirror(bin, tmp, s, &rep)
+	}
+
+	md := renderMarkdown(rep)
+	fmt.Println()
+	fmt.Print(md)
+	must(os.MkdirAll(*out, 0o755))
+	stamp := time.Now().UTC().Format("2006-01-02")
+	b, _ := json.MarshalIndent(rep, "", "  ")
+	must(os.WriteFile(filepath.Join(*out, "versus-"+stamp+".json"), append(b, '\n'), 0o644))
+	must(os.WriteFile(filepath.Join(*out, "versus-"+stamp+".md"), []byte(md), 0o644))
+	fmt.Printf("\nwrote %s/versus-%s.{json,md}\n", *out, stamp)
+}
+
+// benchBroker measures one broker: start-up, produce and consume on 16 partitions,
+// produce on 1 partition, latency at a fixed rate on 16 partitions, then peak RSS.
+func benchBroker(name string, start func() *proc, s settings) brokerResult {
+	logf("broker %s: starting", name)
+	p := start()
+	defer p.stop()
+	r := brokerResult{Broker: name, StartupS: p.startup.Seconds()}
+	createTopic(p.addr, "t16", 16)
+	createTopic(p.addr, "t1", 1)
+	createTopic(p.addr, "lat", 16)
+	logf("broker %s: up in %.2fs; produce/consume %d records", name, r.StartupS, s.BrokerRecords)
+	r.Produce16 = produce(p.addr, "t16", "none", s.BrokerRecords)
+	r.Consume16 = consume(p.addr, "t16", s.BrokerRecords)
+	r.Produce1 = produce(p.addr, "t1", "none", s.BrokerRecords)
+	logf("broker %s: latency at %d records/s for %.0fs", name, s.LatencyRate, s.LatencySeconds)
+	r.Latency = summarize(paced(p.addr, "lat", "none", s.LatencyRate, time.Duration(s.LatencySeconds)*time.Second))
+	r.PeakRSSMB = p.peakRSSMB()
+	r.CPUSeconds = p.cpu()
+	return r
+}
+
+// benchMirror runs the mirroring comparison.
+func benchMirror(bin, tmp string, s settings, rep *report) {
+	codecs := []string{"none", "zstd"}
+	logf("mirror: starting the Apache Kafka source")
+	src := startKafka("source", filepath.Join(tmp, "m-source"))
+	defer src.stop()
+	srcLogDir := filepath.Join(tmp, "m-source", "data")
+	type backlog struct {
+		topic, codec string
+		parts, n     int
+	}
+	var backlogs []backlog
+	for _, c := range codecs {
+		backlogs = append(backlogs, backlog{"b16-" + c, c, 16, s.Backlog16}, backlog{"b1-" + c, c, 1, s.Backlog1})
+		for _, t := range []string{"lk-" + c, "lm-" + c} {
+			createTopic(src.addr, t, 16)
+		}
+	}
+	for _, b := range backlogs {
+		createTopic(src.addr, b.topic, b.parts)
+		logf("mirror: backlog %s: %d records", b.topic, b.n)
+		produce(src.addr, b.topic, b.codec, b.n)
+	}
+	diskMB := func(topic string) float64 { return float64(diskBytes(srcLogDir, topic)) / 1e6 }
+
+	// kmirror: the destination's own produce rate, then mirroring of each backlog.
+	dst := startKmirror(bin, "kmirror-dst", filepath.Join(tmp, "m-kmirror"))
+	for _, b := range backlogs {
+		pt := "p" + strings.TrimPrefix(b.topic, "b")
+		createTopic(dst.addr, pt, b.parts)
+		logf("mirror: destination produce rate %s", pt)
+		rep.MirrorRates = append(rep.MirrorRates, mirrorThroughput{Partitions: b.parts, Codec: b.codec, DestProduce: produce(dst.addr, pt, b.codec, s.BrokerRecords)})
+	}
+	mirrorsCLI(bin, dst.addr, "--create", "--mirror", "bench", "--mirror-config", mirrorConfigFile(tmp, src.addr))
+	for i, b := range backlogs {
+		logf("mirror: kmirror catch-up %s", b.topic)
+		t0 := time.Now()
+		mirrorsCLI(bin, dst.addr, "--start", "--mirror", "bench", "--topics", b.topic)
+		c := waitCaughtUp(dst, dst, b.topic, int64(b.n), t0, 10*time.Minute)
+		c.Engine, c.Topic, c.Partitions, c.Codec, c.BacklogRecs, c.SourceDiskMB = "kmirror", b.topic, b.parts, b.codec, b.n, diskMB(b.topic)
+		rep.MirrorRates[i].Mirror = c
+		if b.parts == 16 {
+			rep.CatchUps = append(rep.CatchUps, c)
+		}
+	}
+	lagD := time.Duration(s.LagSeconds) * time.Second
+	for _, c := range codecs {
+		logf("mirror: kmirror steady-state lag %s", c)
+		mirrorsCLI(bin, dst.addr, "--start", "--mirror", "bench", "--topics", "lk-"+c)
+		waitTopic(dst.addr, "lk-"+c)
+		rep.Lags["kmirror/"+c] = endToEnd(src.addr, "lk-"+c, dst.addr, "lk-"+c, c, s.LagRate, lagD, 3*time.Second)
+	}
+	for _, c := range codecs {
+		logf("mirror: consume-and-re-produce pipeline %s", c)
+		rep.Pipelines = append(rep.Pipelines, pipeline(src.addr, dst, "b16-"+c, c, 16, s.Backlog16))
+	}
+	dst.stop()
+
+	// MirrorMaker 2 into its own destination broker.
+	var target *proc
+	if s.MM2Target == "kafka" {
+		target = startKafka("mm2-dst", filepath.Join(tmp, "m-mm2-dst"))
+	} else {
+		target = startKmirror(bin, "mm2-dst", filepath.Join(tmp, "m-mm2-dst"))
+	}
+	defer target.stop()
+	for _, c := range codecs {
+		logf("mirror: MirrorMaker 2 catch-up and steady-state lag %s", c)
+		mm := startMM2(filepath.Join(tmp, "mm2-"+c), mm2Properties(src.addr, target.addr, "b16-"+c+",lm-"+c, c))
+		cu := waitCaughtUp(target, mm, "src.b16-"+c, int64(s.Backlog16), mm.started, 10*time.Minute)
+		cu.Engine, cu.Topic, cu.Partitions, cu.Codec, cu.BacklogRecs, cu.SourceDiskMB = "MirrorMaker 2", "b16-"+c, 16, c, s.Backlog16, diskMB("b16-"+c)
+		rep.CatchUps = append(rep.CatchUps, cu)
+		if cu.Error == "" {
+			waitTopic(target.addr, "src.lm-"+c)
+			rep.Lags["MirrorMaker 2/"+c] = endToEnd(src.addr, "lm-"+c, target.addr, "src.lm-"+c, c, s.LagRate, lagD, 3*time.Second)
+		}
+		mm.stop()
+	}
+}
+
+// waitTopic waits until topic exists on addr with a leader for every partition.
+func waitTopic(addr, topic string) {
+	cl := newClient(kgo.SeedBrokers(addr))
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if endOffsets(adm, topic) >= 0 {
+			time.Sleep(500 * time.Millisecond)
+			return
+		}
+	}
+	fatalf("topic %s never appeared on %s", topic, addr)
+}

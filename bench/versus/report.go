@@ -1,0 +1,163 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+)
+
+// machine describes where the benchmark ran.
+type machine struct {
+	NumCPU   int    `json:"nproc"`
+	CPUModel string `json:"cpu_model"`
+	MemTotal string `json:"mem_total"`
+	Disk     string `json:"disk"` // df -T of the data directory and lsblk of its device
+	Java     string `json:"java"`
+	Go       string `json:"go"`
+}
+
+func describeMachine(dir string) machine {
+	m := machine{NumCPU: runtime.NumCPU(), Go: runtime.Version()}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPUModel = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+				var kb float64
+				fmt.Sscanf(strings.TrimSpace(v), "%f", &kb)
+				m.MemTotal = fmt.Sprintf("%.1f GiB", kb/1024/1024)
+			}
+		}
+	}
+	if b, err := exec.Command("df", "-T", dir).Output(); err == nil {
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		f := strings.Fields(lines[len(lines)-1])
+		if len(f) >= 7 {
+			m.Disk = fmt.Sprintf("%s (%s) mounted on %s", f[0], f[1], f[6])
+			dev := strings.TrimPrefix(f[0], "/dev/")
+			if b, err := exec.Command("lsblk", "-dn", "-o", "ROTA,SIZE,MODEL", "/dev/"+dev).Output(); err == nil {
+				g := strings.Fields(string(b))
+				if len(g) >= 2 {
+					kind := "non-rotational"
+					if g[0] == "1" {
+						kind = "reported rotational (virtual disk)"
+					}
+					m.Disk += fmt.Sprintf(", %s, %s", g[1], kind)
+				}
+			}
+		}
+	}
+	if b, err := exec.Command("java", "-version").CombinedOutput(); err == nil {
+		m.Java = strings.SplitN(strings.TrimSpace(string(b)), "\n", 2)[0]
+	}
+	return m
+}
+
+func ratio(a, b float64) string {
+	if a <= 0 || b <= 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f", a/b)
+}
+
+func num(v float64) string {
+	switch {
+	case v < 0:
+		return "—"
+	case v >= 1000:
+		return fmt.Sprintf("%.0f", v)
+	case v >= 10:
+		return fmt.Sprintf("%.1f", v)
+	default:
+		return fmt.Sprintf("%.2f", v)
+	}
+}
+
+// renderMarkdown renders the machine, the settings and the tables.
+func renderMarkdown(r report) string {
+	var b strings.Builder
+	s, m := r.Settings, r.Machine
+	fmt.Fprintf(&b, "### kmirror vs Apache Kafka %s and MirrorMaker 2 — %s\n\n", s.KafkaVersion, r.Date[:10])
+	fmt.Fprintf(&b, "Machine: %d CPUs (%s), %s memory; disk %s; data under %s (all brokers on the same filesystem, default flush settings: no forced fsync). %s; %s. Everything on loopback, one run, `make bench`.\n\n",
+		m.NumCPU, m.CPUModel, m.MemTotal, m.Disk, s.DataDir, m.Java, m.Go)
+	fmt.Fprintf(&b, "Client: %s. Records of %d B.\n\n", s.Client, s.RecordBytes)
+	if len(r.Brokers) == 2 {
+		k, a := r.Brokers[0], r.Brokers[1]
+		fmt.Fprintf(&b, "#### Broker: kmirror vs %s (single node, JVM -Xmx1G -Xms1G)\n\n", a.Broker)
+		fmt.Fprintf(&b, "| metric | kmirror | %s | kmirror / Kafka |\n|---|---:|---:|---:|\n", a.Broker)
+		row := func(name string, kv, av float64) {
+			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", name, num(kv), num(av), ratio(kv, av))
+		}
+		row(fmt.Sprintf("produce MB/s, 16 partitions (%d records)", s.BrokerRecords), k.Produce16.MBps, a.Produce16.MBps)
+		row("produce records/s, 16 partitions", k.Produce16.RecPerS, a.Produce16.RecPerS)
+		row("produce MB/s, 1 partition", k.Produce1.MBps, a.Produce1.MBps)
+		row("consume MB/s, 16 partitions", k.Consume16.MBps, a.Consume16.MBps)
+		row("consume records/s, 16 partitions", k.Consume16.RecPerS, a.Consume16.RecPerS)
+		row(fmt.Sprintf("produce latency p50 ms at %d records/s for %.0f s", s.LatencyRate, s.LatencySeconds), k.Latency.P50Ms, a.Latency.P50Ms)
+		row(fmt.Sprintf("produce latency p99 ms at %d records/s", s.LatencyRate), k.Latency.P99Ms, a.Latency.P99Ms)
+		row("broker peak RSS MB (VmHWM)", k.PeakRSSMB, a.PeakRSSMB)
+		row("broker CPU s over the whole run", k.CPUSeconds, a.CPUSeconds)
+		row("start-up s (process start → first Metadata response)", k.StartupS, a.StartupS)
+		b.WriteString("\n")
+	}
+	if len(r.CatchUps) > 0 {
+		fmt.Fprintf(&b, "#### Mirroring: kmirror Cluster Mirroring vs MirrorMaker 2 (dedicated mode)\n\n")
+		fmt.Fprintf(&b, "Source: one Apache Kafka %s broker. Destination: a kmirror broker for each engine (MirrorMaker 2 target: %s). Backlog: %d records × %d B on 16 partitions (%.2f GB of values). Steady-state lag: %d records/s for %.0f s, first 3 s left out, produced on the source → read by a consumer on the destination (send time in the value). CPU: utime+stime from /proc of the mirroring process (kmirror: the destination broker; MirrorMaker 2: its JVM), per GB of values, over the catch-up; “+ dest” adds the destination broker.\n\n",
+			s.KafkaVersion, s.MM2Target, s.Backlog16, s.RecordBytes, float64(s.Backlog16*s.RecordBytes)/1e9, s.LagRate, s.LagSeconds)
+		fmt.Fprintf(&b, "| codec | metric | kmirror | MirrorMaker 2 | kmirror / MM2 |\n|---|---|---:|---:|---:|\n")
+		for _, c := range []string{"none", "zstd"} {
+			var k, mm catchUp
+			for _, cu := range r.CatchUps {
+				if cu.Codec == c && cu.Engine == "kmirror" {
+					k = cu
+				} else if cu.Codec == c {
+					mm = cu
+				}
+			}
+			row := func(name string, kv, mv float64) {
+				fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", c, name, num(kv), num(mv), ratio(kv, mv))
+			}
+			if mm.Error != "" {
+				fmt.Fprintf(&b, "| %s | MirrorMaker 2 failed | | %s | |\n", c, mm.Error)
+			}
+			row("start → first record s", k.FirstRecordS, mm.FirstRecordS)
+			row("catch-up s (first record → caught up)", k.CatchUpS, mm.CatchUpS)
+			row("catch-up MB/s", k.MBps, mm.MBps)
+			row("catch-up records/s", k.RecPerS, mm.RecPerS)
+			kl, ml := r.Lags["kmirror/"+c], r.Lags["MirrorMaker 2/"+c]
+			row("steady-state lag p50 ms", kl.P50Ms, ml.P50Ms)
+			row("steady-state lag p99 ms", kl.P99Ms, ml.P99Ms)
+			row("CPU s/GB, mirroring process", k.CPUPerGB, mm.CPUPerGB)
+			row("CPU s/GB, mirroring + dest broker", k.CPUPerGBTotal, mm.CPUPerGBTotal)
+		}
+		b.WriteString("\n")
+	}
+	if len(r.MirrorRates) > 0 {
+		fmt.Fprintf(&b, "#### kmirror mirroring throughput (issue 4 targets: ≥ 0.80 of the destination's own produce rate; ≤ 0.20 of the CPU/GB of a consume-and-re-produce pipeline)\n\n")
+		fmt.Fprintf(&b, "| partitions | codec | backlog records | source MB on disk | mirror MB/s | mirror records/s | dest produce MB/s | mirror / produce | kmirror CPU s/GB | pipeline CPU s/GB (+ dest) | kmirror / pipeline |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		for _, mr := range r.MirrorRates {
+			pipe, total := "", 0.0
+			for _, p := range r.Pipelines {
+				if p.Codec == mr.Codec && mr.Partitions == 16 {
+					pipe, total = fmt.Sprintf("%s (%s)", num(p.CPUPerGB), num(p.CPUPerGBTotal)), p.CPUPerGBTotal
+				}
+			}
+			cmp := "—"
+			if total > 0 {
+				cmp = ratio(mr.Mirror.CPUPerGB, total)
+			}
+			fmt.Fprintf(&b, "| %d | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", mr.Partitions, mr.Codec, mr.Mirror.BacklogRecs, num(mr.Mirror.SourceDiskMB),
+				num(mr.Mirror.MBps), num(mr.Mirror.RecPerS), num(mr.DestProduce.MBps), ratio(mr.Mirror.MBps, mr.DestProduce.MBps), num(mr.Mirror.CPUPerGB), pipe, cmp)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
