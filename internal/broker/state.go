@@ -40,36 +40,7 @@ func readOrCreateMetaProperties(dir string, nodeID int32) (string, error) {
 	}
 	id := base64.RawURLEncoding.EncodeToString(u[:])
 	body := fmt.Sprintf("#\n#kmirror\nversion=1\ncluster.id=%s\nnode.id=%d\n", id, nodeID)
-	return id, writeFileAtomic(path, []byte(body))
-}
-
-// writeFileAtomic writes tmp → fsync → rename → fsync(dir).
-func writeFileAtomic(path string, data []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return id, storage.WriteFileAtomic(path, []byte(body))
 }
 
 // producerIDs hands out producer IDs in blocks whose end is persisted before use, so a
@@ -103,7 +74,7 @@ func (p *producerIDs) Next() (int64, error) {
 	defer p.mu.Unlock()
 	if p.next >= p.limit {
 		limit := p.next + producerIDBlock
-		if err := writeFileAtomic(p.path, []byte(strconv.FormatInt(limit, 10))); err != nil {
+		if err := storage.WriteFileAtomic(p.path, []byte(strconv.FormatInt(limit, 10))); err != nil {
 			return 0, err
 		}
 		p.limit = limit

@@ -10,9 +10,10 @@ import (
 	"strings"
 )
 
-// writeFileAtomic writes data to path as tmp → fsync → rename → fsync(dir), the way
-// Kafka's CheckpointFile does.
-func writeFileAtomic(path string, data []byte) error {
+// WriteFileAtomic writes data to path as tmp → fsync → rename → fsync(dir), the way
+// Kafka's CheckpointFile does, so a crash leaves the old or the new file, never a torn
+// one. It returns the file system's error.
+func WriteFileAtomic(path string, data []byte) error {
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
@@ -56,7 +57,7 @@ func writeCheckpoint(path string, lines []string) error {
 		b.WriteString(l)
 		b.WriteByte('\n')
 	}
-	return writeFileAtomic(path, b.Bytes())
+	return WriteFileAtomic(path, b.Bytes())
 }
 
 // readCheckpoint reads Kafka's checkpoint text format and returns the entry lines split

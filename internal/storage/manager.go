@@ -114,7 +114,7 @@ func (m *Manager) Open(topic string, partition int32, topicID [16]byte, cfg Conf
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, err
 		}
-		if err := writeFileAtomic(metaPath, []byte("version: 0\ntopic_id: "+encodeTopicID(topicID)+"\n")); err != nil {
+		if err := WriteFileAtomic(metaPath, []byte("version: 0\ntopic_id: "+encodeTopicID(topicID)+"\n")); err != nil {
 			return nil, err
 		}
 		if err := syncDir(m.dir); err != nil {
@@ -330,7 +330,7 @@ func (m *Manager) Close() error {
 	if err := m.writeCheckpoints(logs, true); err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(m.dir, cleanShutdownFile), nil)
+	return WriteFileAtomic(filepath.Join(m.dir, cleanShutdownFile), nil)
 }
 
 // readOffsetsCheckpoint reads a "<topic> <partition> <offset>" checkpoint file.
