@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -646,5 +647,142 @@ func TestAcceptanceRestartsWhileMirroring(t *testing.T) {
 	}
 	if mirrored < prod.acked.Load() {
 		t.Fatalf("%d offsets mirrored, %d records acknowledged", mirrored, prod.acked.Load())
+	}
+}
+
+// fetchFirst returns the first batch a raw READ_UNCOMMITTED Fetch at offset returns.
+func fetchFirst(t *testing.T, cl *kgo.Client, topic string, offset int64) record.Batch {
+	t.Helper()
+	req := kmsg.NewPtrFetchRequest()
+	req.MaxWaitMillis, req.MaxBytes = 10, 1<<20
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = topic
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.FetchOffset, fp.PartitionMaxBytes = offset, 1<<20
+	ft.Partitions = append(ft.Partitions, fp)
+	req.Topics = append(req.Topics, ft)
+	kresp, err := cl.Request(context.Background(), &fetchV12{req})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := kresp.(*kmsg.FetchResponse).Topics[0].Partitions[0]
+	b, _, err := record.Next(rp.RecordBatches)
+	if rp.ErrorCode != 0 || err != nil {
+		t.Fatalf("fetch %s at %d: %v %v", topic, offset, kerr.ErrorForCode(rp.ErrorCode), err)
+	}
+	return b
+}
+
+// TestAcceptanceControlBatchesAndTimeLookups covers edge cases of spec section 16 on two
+// kmirror brokers. Control-only batches: with segment.bytes=14 (synced to the mirror
+// topic) every batch, commit and abort markers and MIRROR_PID_RESET included, ends its
+// segment, and a fetch positioned on it returns it on both sides; a consumer moves past
+// them to a record produced after the failover. Time lookups: ListOffsets by timestamp
+// finds the exact record inside a gzip batch and answers −1 without an error past the
+// last record, identically on both sides. Offset zero and empty logs: an empty source
+// topic mirrors with lag 0.
+func TestAcceptanceControlBatchesAndTimeLookups(t *testing.T) {
+	a, b := startBroker(t), startBroker(t)
+	acl := a.client()
+	req := kmsgCreateTopic("ctl", 1)
+	cfg := kmsg.NewCreateTopicsRequestTopicConfig()
+	cfg.Name, cfg.Value = "segment.bytes", kmsg.StringPtr("14")
+	req.Topics[0].Configs = append(req.Topics[0].Configs, cfg)
+	if resp, err := req.RequestWith(context.Background(), acl); err != nil || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("create ctl: %v %+v", err, resp)
+	}
+	createTopicOn(t, acl, "empty", 1)
+	ctx := context.Background()
+	gz := a.client(kgo.DefaultProduceTopic("ctl"), kgo.ProducerBatchCompression(kgo.GzipCompression()))
+	base := time.Now().Add(-time.Hour).Truncate(time.Second)
+	var recs []*kgo.Record
+	for i := 0; i < 10; i++ { // one gzip batch, timestamps base, base+10ms, ...
+		recs = append(recs, &kgo.Record{Value: []byte(fmt.Sprint(i)), Timestamp: base.Add(time.Duration(i) * 10 * time.Millisecond)})
+	}
+	if err := gz.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	tx := a.client(kgo.TransactionalID("ctl-tx"), kgo.DefaultProduceTopic("ctl"))
+	for _, commit := range []bool{true, false} {
+		if err := tx.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.ProduceSync(ctx, &kgo.Record{Value: []byte(fmt.Sprint("txn-", commit)), Timestamp: base.Add(time.Second)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// the markers are written when EndTransaction returns; wait until both are readable
+	eventually(t, func() string { return "markers on the source" }, func() bool { return sourceEnds(t, acl, "ctl")[0] == 14 })
+
+	eb := b.env()
+	eb.createMirror("m1", a.b.Addr())
+	eb.startTopics("m1", "ctl", "empty")
+	eb.waitCaughtUp(acl, "m1", "ctl")
+	eb.waitCaughtUp(acl, "m1", "empty")
+	if d := eb.describe("m1", "empty")[0]; d.Lag != 0 || d.DestinationOffset != 0 || d.SourceOffset != 0 {
+		t.Fatalf("empty topic: %+v", d)
+	}
+	bcl := b.client()
+	if got := sourceEnds(t, bcl, "empty")[0]; got != 0 {
+		t.Fatalf("empty topic end offset %d on the destination", got)
+	}
+	batches := sourceBatches(t, acl, "ctl", 0)
+	sameBatches(t, "ctl-0", batches, sourceBatches(t, bcl, "ctl", 0))
+	controls := 0
+	for _, bt := range batches {
+		if !record.Batch(bt.data).IsControl() {
+			continue
+		}
+		controls++
+		for side, cl := range map[string]*kgo.Client{"source": acl, "destination": bcl} {
+			if got := fetchFirst(t, cl, "ctl", bt.offset); got.BaseOffset() != bt.offset || !got.IsControl() {
+				t.Fatalf("%s: fetch at the control batch %d returned batch %d (control %v)", side, bt.offset, got.BaseOffset(), got.IsControl())
+			}
+		}
+	}
+	if controls != 2 {
+		t.Fatalf("%d control batches, want a commit and an abort marker", controls)
+	}
+	if segs, _ := filepath.Glob(filepath.Join(b.props["log.dirs"], "ctl-0", "*.log")); len(segs) < len(batches) {
+		t.Fatalf("%d segments on the destination for %d batches: segment.bytes=14 not applied", len(segs), len(batches))
+	}
+
+	// time lookups, same answers on both sides
+	for _, c := range []struct {
+		ts, want int64
+	}{
+		{base.UnixMilli(), 0},
+		{base.UnixMilli() + 35, 4}, // inside the gzip batch: the first record at or after
+		{base.UnixMilli() + 90, 9},
+		{base.Add(time.Second).UnixMilli(), 10},
+		{time.Now().Add(time.Hour).UnixMilli(), -1}, // past the last record (markers are stamped now)
+	} {
+		for side, cl := range map[string]*kgo.Client{"source": acl, "destination": bcl} {
+			if got := listOffsets(t, cl, "ctl", c.ts)[0]; got != c.want {
+				t.Fatalf("%s: ListOffsets at %d = %d, want %d", side, c.ts-base.UnixMilli(), got, c.want)
+			}
+		}
+	}
+
+	// failover: MIRROR_PID_RESET ends the log in a segment of its own; fetch returns it and
+	// a consumer moves past it to the next record
+	eb.stopTopics("m1", "ctl")
+	leo := sourceEnds(t, bcl, "ctl")[0]
+	if got := fetchFirst(t, bcl, "ctl", leo-1); got.BaseOffset() != leo-1 {
+		t.Fatalf("fetch at MIRROR_PID_RESET (%d) returned batch %d", leo-1, got.BaseOffset())
+	} else if typ, err := got.ControlType(); err != nil || typ != record.ControlMirrorPIDReset {
+		t.Fatalf("last batch: control type %d (%v)", typ, err)
+	}
+	if err := b.client(kgo.DefaultProduceTopic("ctl")).ProduceSync(ctx, &kgo.Record{Value: []byte("after")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	for _, committed := range []bool{false, true} {
+		got := accConsume(t, b.b.Addr(), "ctl", leo, committed)
+		if last := got[len(got)-1]; last.offset != leo || last.val != "after" {
+			t.Fatalf("read_committed=%v: last record %+v, want \"after\" at %d", committed, last, leo)
+		}
 	}
 }
