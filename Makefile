@@ -4,7 +4,7 @@ BIN := bin/kmirror
 # Packages whose state is shared between goroutines run under the race detector.
 RACE_PKGS := ./internal/wire/... ./internal/storage/... ./internal/metadata/... ./internal/group/... ./internal/mirror/... ./internal/broker/...
 
-.PHONY: build test unit race fuzz checks lint deps docs bench interop bench-broker
+.PHONY: build test unit race fuzz checks lint deps docs bench interop bench-broker clients
 
 build:
 	$(GO) build -o $(BIN) ./cmd/kmirror
@@ -35,6 +35,13 @@ checks: build
 # fetched once into .cache/kafka-VERSION/libs by test/interop/fetch-kafka.sh).
 interop:
 	KMIRROR_INTEROP=1 $(GO) test -count=1 -timeout 20m ./test/interop/...
+
+# clients runs other clients against one kmirror broker (test/clients/run.sh): a smoke test each
+# for kafka-clients (Java), confluent-kafka (librdkafka), kafkajs, sarama and kafka-go, and
+# franz-go's own pkg/kgo suite. Needs java/mvn, python3, node/npm; dependencies are fetched once
+# into test/clients/.cache and test/clients/kafkajs/node_modules. Not part of `make test`.
+clients:
+	./test/clients/run.sh
 
 test: deps lint unit race fuzz interop checks
 	@echo "make test: all passed"
