@@ -5,7 +5,7 @@
 #   java      Apache Kafka's Java client, kafka-clients (java/, Maven)
 #   python    librdkafka through confluent-kafka (python/, PyPI, venv in .cache/py)
 #   kafkajs   kafkajs (kafkajs/, npm, kafkajs/node_modules)
-#   sarama    IBM/sarama at its default protocol version and at 4.0 (go/, own go.mod)
+#   sarama    IBM/sarama at its default protocol version (2.8) and at 4.0 (go/, own go.mod)
 #   kafka-go  segmentio/kafka-go (go/)
 #   franz-go  franz-go's own pkg/kgo test suite (franz-go.sh, about a minute); its per-test
 #             results are in .cache/franz-go.log

@@ -1,7 +1,10 @@
 // Smoke test of the Apache Kafka Java client (kafka-clients) against kmirror, run by
 // test/clients/java.sh: create a 2-partition topic with Admin, produce 6 records, consume them
 // in a group and commit, close; produce 4 more, and a new consumer in the same group must
-// resume from the commit (exactly the 4 new records). Exits 1 with a one-line reason on failure.
+// resume from the commit (exactly the 4 new records). The producer is idempotent and compresses
+// with zstd; the second 4 records are written in a committed transaction after an aborted one,
+// and the read_committed consumer must not see the aborted records. Exits 1 with a one-line
+// reason on failure.
 import java.time.Duration;
 import java.util.*;
 import org.apache.kafka.clients.admin.*;
@@ -34,15 +37,23 @@ public class Smoke {
         produce(0, 6);
         Set<String> first = consume(6);
         check(first, 0, 6);
-        produce(6, 10);
+        produceTxn(6, 10);
         Set<String> second = consume(4);
         check(second, 6, 10);
         try (Admin admin = Admin.create(ap)) {
-            long sum = 0;
-            for (var e : admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get().values()) {
-                sum += e.offset();
+            // Each committed offset must be the partition's log end offset (records and
+            // transaction markers alike): the group has consumed everything.
+            var committed = admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get();
+            var latest = new HashMap<org.apache.kafka.common.TopicPartition, OffsetSpec>();
+            for (var tp : committed.keySet()) latest.put(tp, OffsetSpec.latest());
+            var ends = admin.listOffsets(latest).all().get();
+            if (committed.size() != 2) throw new IllegalStateException("committed " + committed);
+            for (var e : committed.entrySet()) {
+                long end = ends.get(e.getKey()).offset();
+                if (e.getValue().offset() != end) {
+                    throw new IllegalStateException(e.getKey() + " committed " + e.getValue().offset() + ", log end offset " + end);
+                }
             }
-            if (sum != 10) throw new IllegalStateException("committed offsets sum to " + sum + ", want 10");
         }
     }
 
@@ -50,12 +61,36 @@ public class Smoke {
         Properties p = new Properties();
         p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(ProducerConfig.ACKS_CONFIG, "all");
+        p.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, "zstd");
         p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
         p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
         try (KafkaProducer<String, String> prod = new KafkaProducer<>(p)) {
             for (int i = from; i < to; i++) {
                 prod.send(new ProducerRecord<>(topic, "k" + i, "v" + i)).get();
             }
+        }
+    }
+
+    // produceTxn aborts a transaction of records "aborted-i", then commits one of "v<from>".."v<to-1>".
+    static void produceTxn(int from, int to) throws Exception {
+        Properties p = new Properties();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, topic + "-txn");
+        p.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, "zstd");
+        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        try (KafkaProducer<String, String> prod = new KafkaProducer<>(p)) {
+            prod.initTransactions();
+            prod.beginTransaction();
+            for (int i = from; i < to; i++) {
+                prod.send(new ProducerRecord<>(topic, "k" + i, "aborted-" + i)).get();
+            }
+            prod.abortTransaction();
+            prod.beginTransaction();
+            for (int i = from; i < to; i++) {
+                prod.send(new ProducerRecord<>(topic, "k" + i, "v" + i));
+            }
+            prod.commitTransaction();
         }
     }
 
@@ -66,6 +101,7 @@ public class Smoke {
         c.put(ConsumerConfig.GROUP_ID_CONFIG, group);
         c.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
         c.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        c.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
         c.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         c.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         if (System.getenv("SMOKE_GROUP_PROTOCOL") != null) {

@@ -1,8 +1,8 @@
 // Smoke test of kafkajs against kmirror, run by kafkajs/run.sh: create a 2-partition topic with
 // the admin client, produce 6 records, consume them in a group and commit, disconnect; produce
 // 4 more, and a new consumer in the same group must resume from the commit (exactly the 4 new
-// records). Exits 1 with a one-line reason on failure.
-const { Kafka, logLevel } = require('kafkajs')
+// records). The producer compresses with gzip. Exits 1 with a one-line reason on failure.
+const { Kafka, logLevel, CompressionTypes } = require('kafkajs')
 
 const [bootstrap, topic, group] = process.argv.slice(2)
 const kafka = new Kafka({ clientId: 'kmirror-smoke', brokers: [bootstrap], logLevel: logLevel.ERROR })
@@ -12,7 +12,7 @@ async function produce (lo, hi) {
   await p.connect()
   const messages = []
   for (let i = lo; i < hi; i++) messages.push({ key: `k${i}`, value: `v${i}` })
-  await p.send({ topic, messages, acks: -1 })
+  await p.send({ topic, messages, acks: -1, compression: CompressionTypes.GZIP })
   await p.disconnect()
 }
 

@@ -2,7 +2,7 @@
 
 Creates a 2-partition topic with AdminClient, produces 6 records, consumes them in a group and
 commits, closes; produces 4 more, and a new consumer in the same group must resume from the
-commit (exactly the 4 new records). Exits 1 with a one-line reason on failure.
+commit (exactly the 4 new records). The producer is idempotent and compresses with lz4. Exits 1 with a one-line reason on failure.
 """
 import sys
 import time
@@ -14,7 +14,7 @@ bootstrap, topic, group = sys.argv[1:4]
 
 
 def produce(lo, hi):
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "compression.type": "lz4"})
     errs = []
     for i in range(lo, hi):
         p.produce(topic, key=f"k{i}", value=f"v{i}", on_delivery=lambda e, m: e and errs.append(e))

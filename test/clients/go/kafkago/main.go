@@ -2,7 +2,7 @@
 // test/clients/run.sh: create a 2-partition topic (Client.CreateTopics), produce 6 records with a
 // Writer, consume them with a group Reader and commit (CommitMessages), close; produce 4 more,
 // and a new Reader in the same group must resume from the commit (exactly the 4 new records).
-// Exits 1 with a one-line reason on failure.
+// The Writer compresses with lz4. Exits 1 with a one-line reason on failure.
 //
 //	kafkago BOOTSTRAP TOPIC GROUP
 package main
@@ -69,7 +69,7 @@ func run(bootstrap, topic, group string) error {
 }
 
 func produce(ctx context.Context, bootstrap, topic string, lo, hi int) error {
-	w := &kafka.Writer{Addr: kafka.TCP(bootstrap), Topic: topic, Balancer: &kafka.Hash{}, RequiredAcks: kafka.RequireAll}
+	w := &kafka.Writer{Addr: kafka.TCP(bootstrap), Topic: topic, Balancer: &kafka.Hash{}, RequiredAcks: kafka.RequireAll, Compression: kafka.Lz4}
 	defer w.Close()
 	var msgs []kafka.Message
 	for i := lo; i < hi; i++ {

@@ -6,7 +6,7 @@
 //	sarama BOOTSTRAP TOPIC GROUP [KAFKA_VERSION]
 //
 // KAFKA_VERSION is the protocol level sarama is configured for (default: sarama's
-// DefaultVersion).
+// DefaultVersion). The producer compresses with snappy, and with zstd at 4.0 and above.
 package main
 
 import (
@@ -84,6 +84,10 @@ func produce(cfg *sarama.Config, brokers []string, topic string, lo, hi int) err
 	pc := *cfg
 	pc.Producer.Return.Successes = true
 	pc.Producer.RequiredAcks = sarama.WaitForAll
+	pc.Producer.Compression = sarama.CompressionSnappy
+	if pc.Version.IsAtLeast(sarama.V4_0_0_0) {
+		pc.Producer.Compression = sarama.CompressionZSTD
+	}
 	p, err := sarama.NewSyncProducer(brokers, &pc)
 	if err != nil {
 		return fmt.Errorf("producer: %w", err)
