@@ -7,7 +7,8 @@
 #   test/clients/franz-go.sh [go test -run regexp]
 #
 # Env: KGO_SEEDS (an already running broker; default: start one), FRANZ_VERSION (v1.22.3), KGO_TEST_RECORDS (20000; the suite's default is 500000),
-# FRANZ_TIMEOUT (go test -timeout, 20m). The go test -json stream and the broker log are kept
+# FRANZ_TIMEOUT (go test -timeout, 20m), KGO_TEST_UNSAFE (set by default: kmirror, like Apache
+# Kafka, accepts EndAndBeginTransaction with EndBeginTxnUnsafe). The go test -json stream and the broker log are kept
 # in test/clients/.cache/franz-go/ for reading failures.
 set -uo pipefail
 . "$(dirname "$0")/broker.sh"
@@ -41,7 +42,7 @@ else
 fi
 
 start=$(date +%s)
-(cd "$MOD" && KGO_SEEDS="$KMIRROR_ADDR" KGO_TEST_RF=1 KGO_TEST_RECORDS="${KGO_TEST_RECORDS:-20000}" \
+(cd "$MOD" && KGO_SEEDS="$KMIRROR_ADDR" KGO_TEST_RF=1 KGO_TEST_UNSAFE=1 KGO_TEST_RECORDS="${KGO_TEST_RECORDS:-20000}" \
 	KGO_LOG_LEVEL="${KGO_LOG_LEVEL:-none}" GOFLAGS=-mod=mod \
 	go test -count=1 -json -timeout "${FRANZ_TIMEOUT:-20m}" -run "$RUN" github.com/twmb/franz-go/pkg/kgo) >"$OUT/test.json" 2>"$OUT/test.stderr"
 rc=$?
