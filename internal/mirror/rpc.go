@@ -32,6 +32,21 @@ func svoMoved(svo int64, im *metadata.Image) bool {
 	return svo >= 0 && uint64(svo) < im.Offset
 }
 
+// mirrorAt returns the current image and the named mirror, or the error every mirror
+// operation answers first: UNKNOWN_CLUSTER_MIRROR, or INVALID_CLUSTER_MIRROR_STATES when
+// the metadata moved past StateValidationOffset svo (−1 skips the check).
+func (m *Manager) mirrorAt(name string, svo int64) (*metadata.Image, *metadata.Mirror, *mirrorproto.Error) {
+	im := m.local.Metadata().Image()
+	mir, ok := im.Mirrors[name]
+	if !ok {
+		return nil, nil, &mirrorproto.Error{Code: mirrorproto.UnknownClusterMirror, Message: fmt.Sprintf("cluster mirror %s does not exist", name)}
+	}
+	if svoMoved(svo, im) {
+		return nil, nil, &mirrorproto.Error{Code: mirrorproto.InvalidClusterMirrorStates, Message: fmt.Sprintf("the mirror states changed since metadata offset %d", svo)}
+	}
+	return im, mir, nil
+}
+
 // CreateClusterMirror creates a cluster mirror (spec section 10, key 1094): it validates
 // the mirror configs (bootstrap.servers required, "mirror."-prefixed aliases accepted),
 // resolves the source cluster ID through the source's Metadata and stores the mirror in
@@ -122,13 +137,9 @@ func (m *Manager) StartMirrorTopics(ctx context.Context, req *mirrorproto.StartM
 		resp.ErrorMessage = strp(oneLine(fmt.Sprintf(format, args...)))
 		return resp
 	}
-	im := m.local.Metadata().Image()
-	mir, ok := im.Mirrors[req.MirrorName]
-	if !ok {
-		return fail(mirrorproto.UnknownClusterMirror, "cluster mirror %s does not exist", req.MirrorName)
-	}
-	if svoMoved(req.StateValidationOffset, im) {
-		return fail(mirrorproto.InvalidClusterMirrorStates, "the mirror states changed since metadata offset %d", req.StateValidationOffset)
+	im, mir, merr := m.mirrorAt(req.MirrorName, req.StateValidationOffset)
+	if merr != nil {
+		return fail(merr.Code, "%s", merr.Message)
 	}
 	include, err := compileList(req.IncludePatterns)
 	if err != nil {
@@ -414,13 +425,9 @@ func (m *Manager) StopMirrorTopics(ctx context.Context, req *mirrorproto.StopMir
 		resp.ErrorMessage = strp(oneLine(fmt.Sprintf(format, args...)))
 		return resp
 	}
-	im := m.local.Metadata().Image()
-	mir, ok := im.Mirrors[req.MirrorName]
-	if !ok {
-		return fail(mirrorproto.UnknownClusterMirror, "cluster mirror %s does not exist", req.MirrorName)
-	}
-	if svoMoved(req.StateValidationOffset, im) {
-		return fail(mirrorproto.InvalidClusterMirrorStates, "the mirror states changed since metadata offset %d", req.StateValidationOffset)
+	im, mir, merr := m.mirrorAt(req.MirrorName, req.StateValidationOffset)
+	if merr != nil {
+		return fail(merr.Code, "%s", merr.Message)
 	}
 	order, bad, err := resolveMirrorTopics(im, mir.Name, topicNames(req.Topics), req.Patterns)
 	if err != nil {
@@ -557,13 +564,9 @@ func (m *Manager) ResumeMirrorTopics(ctx context.Context, req *mirrorproto.Resum
 // check, record the new desired state.
 func (m *Manager) changeDesired(ctx context.Context, mirror string, names []string, svo int64, desired metadata.DesiredState,
 	check func(*metadata.Topic) error) (int16, *string, []mirrorproto.TopicResult) {
-	im := m.local.Metadata().Image()
-	mir, ok := im.Mirrors[mirror]
-	if !ok {
-		return mirrorproto.UnknownClusterMirror, strp(fmt.Sprintf("cluster mirror %s does not exist", mirror)), nil
-	}
-	if svoMoved(svo, im) {
-		return mirrorproto.InvalidClusterMirrorStates, strp(fmt.Sprintf("the mirror states changed since metadata offset %d", svo)), nil
+	im, mir, merr := m.mirrorAt(mirror, svo)
+	if merr != nil {
+		return merr.Code, strp(merr.Message), nil
 	}
 	if len(names) == 0 {
 		for _, t := range im.MirrorTopics(mir.Name) {
@@ -606,13 +609,9 @@ func (m *Manager) DeleteClusterMirror(ctx context.Context, req *mirrorproto.Dele
 		resp.ErrorMessage = strp(oneLine(fmt.Sprintf(format, args...)))
 		return resp
 	}
-	im := m.local.Metadata().Image()
-	mir, ok := im.Mirrors[req.MirrorName]
-	if !ok {
-		return fail(mirrorproto.UnknownClusterMirror, "cluster mirror %s does not exist", req.MirrorName)
-	}
-	if svoMoved(req.StateValidationOffset, im) {
-		return fail(mirrorproto.InvalidClusterMirrorStates, "the mirror states changed since metadata offset %d", req.StateValidationOffset)
+	im, mir, merr := m.mirrorAt(req.MirrorName, req.StateValidationOffset)
+	if merr != nil {
+		return fail(merr.Code, "%s", merr.Message)
 	}
 	var notStopped []string
 	for _, t := range im.MirrorTopics(mir.Name) {
