@@ -72,6 +72,21 @@ func (c *epochCache) snapshot() []EpochEntry {
 	return append([]EpochEntry(nil), c.entries...)
 }
 
+// epochFor is the epoch of the latest entry starting at or before offset, −1 when none
+// (Kafka's LeaderEpochFileCache.epochForOffset).
+func (c *epochCache) epochFor(offset int64) int32 {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	epoch := int32(-1)
+	for _, e := range c.entries {
+		if e.StartOffset > offset {
+			break
+		}
+		epoch = e.Epoch
+	}
+	return epoch
+}
+
 // assign adds (epoch, start) when epoch is above the latest epoch; as Kafka's assign,
 // entries starting at or after start are replaced. It reports whether anything changed.
 func (c *epochCache) assign(epoch int32, start int64) bool {

@@ -470,6 +470,19 @@ func (l *Log) FirstUnstableOffset() (int64, bool) {
 	return f, f >= 0
 }
 
+// HighWatermarkAndLSO returns the high watermark (the LEO on this single-node broker)
+// and the last stable offset: the first unstable offset when it is below the HW, else
+// the HW (Kafka's UnifiedLog.lastStableOffset). The LEO is read before the first
+// unstable offset — appends publish the producer state before the LEO — so a batch that
+// opens a transaction is never below the returned LSO, and LSO <= HW.
+func (l *Log) HighWatermarkAndLSO() (hw, lso int64) {
+	hw = l.leo.Load()
+	if fu := l.fuo.Load(); fu >= 0 && fu < hw {
+		return hw, fu
+	}
+	return hw, hw
+}
+
 // OpenTransactions lists the ongoing transactions, oldest first.
 func (l *Log) OpenTransactions() []OpenTxn {
 	l.mu.Lock()
@@ -513,6 +526,11 @@ func (l *Log) LatestEpoch() int32 { return l.epochs.latest() }
 
 // EpochEntries is a copy of the leader-epoch cache, oldest first.
 func (l *Log) EpochEntries() []EpochEntry { return l.epochs.snapshot() }
+
+// EpochForOffset is the leader epoch of the batch holding offset according to the
+// leader-epoch cache: the epoch of the latest entry starting at or before offset, −1 when
+// none (Kafka's LeaderEpochFileCache.epochForOffset). It does not copy the cache.
+func (l *Log) EpochForOffset(offset int64) int32 { return l.epochs.epochFor(offset) }
 
 // AssignEpoch raises the leader epoch to epoch starting at startOffset without records
 // (Kafka's LeaderEpochFileCache.assign); ignored when epoch <= LatestEpoch. The

@@ -541,6 +541,9 @@ func TestAbortedTransactionsAcrossSegments(t *testing.T) {
 	if f, ok := l.FirstUnstableOffset(); !ok || f != 0 {
 		t.Fatalf("FirstUnstableOffset %d %v", f, ok)
 	}
+	if hw, lso := l.HighWatermarkAndLSO(); hw != 15 || lso != 0 {
+		t.Fatalf("HighWatermarkAndLSO = %d %d, want 15 0", hw, lso)
+	}
 	for i := 0; i < 30; i++ {
 		mustAppend(t, l, mkBatch(t, batchOpts{n: 2, valueSize: 100}), 0)
 	}
@@ -555,6 +558,9 @@ func TestAbortedTransactionsAcrossSegments(t *testing.T) {
 	}
 	if _, ok := l.FirstUnstableOffset(); ok || len(l.OpenTransactions()) != 0 {
 		t.Fatalf("transactions still open")
+	}
+	if hw, lso := l.HighWatermarkAndLSO(); hw != l.LogEndOffset() || lso != hw {
+		t.Fatalf("HighWatermarkAndLSO = %d %d with no open transaction, LEO %d", hw, lso, l.LogEndOffset())
 	}
 	if len(segmentFiles(t, dir, ".log")) < 3 {
 		t.Fatalf("want several segments")

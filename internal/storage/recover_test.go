@@ -64,6 +64,11 @@ func TestEpochCache(t *testing.T) {
 				t.Fatalf("EndOffsetForEpoch(%d) = %d %d, want %d %d", c.req, e, o, c.e, c.o)
 			}
 		}
+		for _, c := range [][2]int64{{0, 2}, {19, 2}, {20, 4}, {29, 4}, {30, 7}, {1000, 7}} {
+			if e := l.EpochForOffset(c[0]); int64(e) != c[1] {
+				t.Fatalf("EpochForOffset(%d) = %d, want %d", c[0], e, c[1])
+			}
+		}
 	}
 	check(l)
 	data, _ := os.ReadFile(filepath.Join(dir, "leader-epoch-checkpoint"))
