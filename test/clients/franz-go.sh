@@ -4,7 +4,7 @@
 # (pkg/kgo/helpers_test.go: KGO_SEEDS, KGO_TEST_RF, KGO_TEST_RECORDS, ...), and prints one line
 # per test (PASS/FAIL/SKIP name) and a closing "N passed, M failed, K skipped".
 #
-#   test/clients/franz-go.sh [go test -run regexp]
+#   test/clients/franz-go.sh [go test -run regexp | --prepare (fetch and build only)]
 #
 # Env: KGO_SEEDS (an already running broker; default: start one), FRANZ_VERSION (v1.22.3), KGO_TEST_RECORDS (20000; the suite's default is 500000),
 # FRANZ_TIMEOUT (go test -timeout, 20m), KGO_TEST_UNSAFE (set by default: kmirror, like Apache
@@ -32,6 +32,7 @@ EOM
 printf 'package franzgo\n\nimport _ "github.com/twmb/franz-go/pkg/kgo"\n' >"$MOD/deps.go"
 (cd "$MOD" && GOFLAGS=-mod=mod go mod download && GOFLAGS=-mod=mod go test -count=1 -run '^$' github.com/twmb/franz-go/pkg/kgo >/dev/null) \
 	|| { echo "FAIL franz-go: cannot build the kgo test binary"; exit 1; }
+[ "$RUN" = --prepare ] && exit 0
 
 # With KGO_SEEDS set (run.sh), the suite runs against that broker; otherwise against its own.
 if [ -n "${KGO_SEEDS:-}" ]; then

@@ -24,7 +24,7 @@ clients=("$@")
 # The Go clients build from their own module so kmirror's go.mod gains no dependency.
 build_go() {
 	mkdir -p "$CACHE_DIR/go-bin"
-	(cd "$CLIENTS_DIR/go" && GOFLAGS=-mod=mod go build -o "$CACHE_DIR/go-bin/" ./sarama ./kafkago) >&2
+	(cd "$CLIENTS_DIR/go" && GOFLAGS=-mod=mod go build -o "$CACHE_DIR/go-bin/" ./sarama ./kafkago) >"$CACHE_DIR/go.prepare.log" 2>&1
 }
 
 cmd_for() {
@@ -39,19 +39,31 @@ cmd_for() {
 	esac
 }
 
-trap kmirror_stop EXIT
 suite_start=$(date +%s)
+# Fetch and build every client first, outside the per-client time bound (a first run downloads).
+prep_failed=()
+for c in "${clients[@]}"; do
+	case "$c" in
+	java | python | kafkajs | franz-go) "$(cmd_for "$c")" --prepare >"$CACHE_DIR/$c.prepare.log" 2>&1 || prep_failed+=("$c") ;;
+	esac
+done
+case " ${clients[*]} " in
+*" sarama "* | *" sarama-4.0 "* | *" kafka-go "*) build_go || prep_failed+=(sarama sarama-4.0 kafka-go) ;;
+esac
+
+trap kmirror_stop EXIT
 kmirror_start || { echo "FAIL broker: kmirror did not start"; echo "0 passed, ${#clients[@]} failed"; exit 1; }
 
 pass=0 failn=0
-case " ${clients[*]} " in
-*" sarama "* | *" sarama-4.0 "* | *" kafka-go "*) build_go || echo "Go clients did not build" >&2 ;;
-esac
 for c in "${clients[@]}"; do
 	log="$CACHE_DIR/$c.log"
 	start=$(date +%s)
 	if ! cmd=$(cmd_for "$c"); then
 		echo "FAIL $c: unknown client or build failed"; failn=$((failn + 1)); continue
+	fi
+	if [[ " ${prep_failed[*]} " == *" $c "* ]]; then
+		echo "FAIL $c: fetching or building its dependencies failed (logs $CACHE_DIR/*.prepare.log)"
+		failn=$((failn + 1)); continue
 	fi
 	extra=()
 	[ "$c" = sarama-4.0 ] && extra=(4.0.0)

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# confluent-kafka (librdkafka) smoke test: python/run.sh BOOTSTRAP TOPIC GROUP. Installs
+# confluent-kafka (librdkafka) smoke test: python/run.sh BOOTSTRAP TOPIC GROUP.
+# With --prepare it only fetches and builds. Installs
 # requirements.txt into a venv under test/clients/.cache/py once.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -9,4 +10,5 @@ if [ ! -f "$venv/.done" ]; then
 	"$venv/bin/pip" install -q -r "$here/requirements.txt" >&2
 	touch "$venv/.done"
 fi
+[ "${1:-}" = --prepare ] && exit 0
 exec "$venv/bin/python" "$here/smoke.py" "$@"
