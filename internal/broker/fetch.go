@@ -165,11 +165,7 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, bo
 // whether the partition must be answered at once (error or diverging epoch).
 func (b *Broker) fetchPartition(l *storage.Log, rp kmsg.FetchRequestTopicPartition, readCommitted bool, budget int, first bool, sp *kmsg.FetchResponseTopicPartition) (int, bool) {
 	epoch := leaderEpoch(l)
-	hw := l.LogEndOffset()
-	lso := hw
-	if fu, ok := l.FirstUnstableOffset(); ok && fu < lso {
-		lso = fu
-	}
+	hw, lso := l.HighWatermarkAndLSO()
 	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = hw, lso, l.LogStartOffset()
 	if rp.CurrentLeaderEpoch >= 0 {
 		if rp.CurrentLeaderEpoch < epoch {

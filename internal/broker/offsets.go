@@ -49,22 +49,20 @@ func (b *Broker) handleListOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
 			}
 			switch rp.Timestamp {
 			case latestTimestamp, latestTieredTimestamp:
-				off := l.LogEndOffset()
+				hw, lso := l.HighWatermarkAndLSO()
+				sp.Offset = hw
 				if req.IsolationLevel == 1 {
-					if fu, ok := l.FirstUnstableOffset(); ok && fu < off {
-						off = fu
-					}
+					sp.Offset = lso
 				}
-				sp.Offset = off
 				sp.LeaderEpoch = epoch
 			case earliestTimestamp, earliestLocalTimestamp:
 				sp.Offset = l.LogStartOffset()
-				sp.LeaderEpoch = epochAt(l, sp.Offset)
+				sp.LeaderEpoch = l.EpochForOffset(sp.Offset)
 			case maxTimestamp:
 				off, t := l.MaxTimestamp()
 				sp.Offset, sp.Timestamp = off, t
 				if off >= 0 {
-					sp.LeaderEpoch = epochAt(l, off)
+					sp.LeaderEpoch = l.EpochForOffset(off)
 				}
 			default:
 				if rp.Timestamp < 0 {
@@ -78,7 +76,7 @@ func (b *Broker) handleListOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
 				}
 				if found {
 					sp.Offset, sp.Timestamp = off, t
-					sp.LeaderEpoch = epochAt(l, off)
+					sp.LeaderEpoch = l.EpochForOffset(off)
 				}
 			}
 			if req.Version == 0 && sp.Offset >= 0 {
@@ -89,18 +87,6 @@ func (b *Broker) handleListOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
 		resp.Topics = append(resp.Topics, st)
 	}
 	return resp
-}
-
-// epochAt returns the leader epoch of the batch holding offset, from the epoch cache.
-func epochAt(l *storage.Log, offset int64) int32 {
-	epoch := int32(-1)
-	for _, e := range l.EpochEntries() {
-		if e.StartOffset > offset {
-			break
-		}
-		epoch = e.Epoch
-	}
-	return epoch
 }
 
 func (b *Broker) handleOffsetForLeaderEpoch(req *kmsg.OffsetForLeaderEpochRequest) kmsg.Response {

@@ -153,11 +153,5 @@ func clampOffset(l *storage.Log, offset int64, epoch int32) group.Offset {
 	default:
 		return group.Offset{Offset: offset, LeaderEpoch: epoch}
 	}
-	ep := int32(-1)
-	for _, e := range l.EpochEntries() {
-		if e.StartOffset <= offset {
-			ep = e.Epoch
-		}
-	}
-	return group.Offset{Offset: offset, LeaderEpoch: ep}
+	return group.Offset{Offset: offset, LeaderEpoch: l.EpochForOffset(offset)}
 }
