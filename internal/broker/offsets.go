@@ -47,21 +47,22 @@ func (b *Broker) handleListOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
+			// Kafka's Partition.fetchOffsetForTimestamp: a consumer sees nothing at or
+			// past its last fetchable offset (the LSO for read_committed, else the HW).
+			lastFetchable, lso := l.HighWatermarkAndLSO()
+			if req.IsolationLevel == 1 {
+				lastFetchable = lso
+			}
 			switch rp.Timestamp {
 			case latestTimestamp, latestTieredTimestamp:
-				hw, lso := l.HighWatermarkAndLSO()
-				sp.Offset = hw
-				if req.IsolationLevel == 1 {
-					sp.Offset = lso
-				}
+				sp.Offset = lastFetchable
 				sp.LeaderEpoch = epoch
 			case earliestTimestamp, earliestLocalTimestamp:
 				sp.Offset = l.LogStartOffset()
 				sp.LeaderEpoch = l.EpochForOffset(sp.Offset)
 			case maxTimestamp:
-				off, t := l.MaxTimestamp()
-				sp.Offset, sp.Timestamp = off, t
-				if off >= 0 {
+				if off, t := l.MaxTimestamp(); off >= 0 && off < lastFetchable {
+					sp.Offset, sp.Timestamp = off, t
 					sp.LeaderEpoch = l.EpochForOffset(off)
 				}
 			default:
@@ -74,7 +75,7 @@ func (b *Broker) handleListOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
 					sp.ErrorCode = kerr.KafkaStorageError.Code
 					break
 				}
-				if found {
+				if found && off < lastFetchable {
 					sp.Offset, sp.Timestamp = off, t
 					sp.LeaderEpoch = l.EpochForOffset(off)
 				}

@@ -503,3 +503,56 @@ func TestTxnGroupTransactSession(t *testing.T) {
 		t.Fatalf("read_committed got %v", got)
 	}
 }
+
+// TestTxnListOffsetsStopsAtLSO: as Kafka's Partition.fetchOffsetForTimestamp, a
+// read_committed ListOffsets by timestamp or MAX_TIMESTAMP finds nothing at or past the
+// LSO, while read_uncommitted finds the open transaction's record.
+func TestTxnListOffsetsStopsAtLSO(t *testing.T) {
+	b := startTxnBroker(t, nil)
+	createTopic(t, b.Client(), "lsots", 1, nil)
+	ctx := context.Background()
+	p := txnProducer(b, "lsots-1", "lsots")
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	ts := time.Now().Add(time.Hour)
+	if err := p.ProduceSync(ctx, &kgo.Record{Value: []byte("open"), Timestamp: ts}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	defer p.EndTransaction(ctx, kgo.TryAbort)
+	list := func(isolation int8, timestamp int64) kmsg.ListOffsetsResponseTopicPartition {
+		t.Helper()
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.IsolationLevel = isolation
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = "lsots"
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Timestamp = timestamp
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, b.Client())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+			t.Fatalf("response %+v", resp)
+		}
+		sp := resp.Topics[0].Partitions[0]
+		if err := kerr.ErrorForCode(sp.ErrorCode); err != nil {
+			t.Fatalf("ListOffsets(isolation %d, timestamp %d): %v", isolation, timestamp, err)
+		}
+		return sp
+	}
+	for _, c := range []struct {
+		isolation int8
+		timestamp int64
+		offset    int64
+	}{
+		{0, 0, 0}, {0, -3, 0}, {0, -1, 1},
+		{1, 0, -1}, {1, -3, -1}, {1, -1, 0},
+	} {
+		if got := list(c.isolation, c.timestamp); got.Offset != c.offset {
+			t.Fatalf("ListOffsets(isolation %d, timestamp %d) = offset %d, want %d", c.isolation, c.timestamp, got.Offset, c.offset)
+		}
+	}
+}
