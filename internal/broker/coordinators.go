@@ -53,7 +53,7 @@ func (b *Broker) startCoordinators() error {
 			t := b.meta.Image().Topics[topic]
 			return t != nil && p >= 0 && p < t.Partitions
 		},
-		Logger: b.logger.With("component", "group-coordinator"),
+		Logger: b.logger, // the coordinator names its component
 	})
 	if err := b.groups.Load(b.ctx); err != nil {
 		return fmt.Errorf("loading consumer groups: %w", err)
@@ -62,7 +62,7 @@ func (b *Broker) startCoordinators() error {
 		return err
 	}
 	if b.newMirrors != nil {
-		b.mirrors = b.newMirrors(b, b.cfg, b.logger.With("component", "mirror"))
+		b.mirrors = b.newMirrors(b, b.cfg, b.logger) // the manager names its component
 		if err := b.mirrors.Start(b.ctx); err != nil {
 			return fmt.Errorf("starting cluster mirroring: %w", err)
 		}
