@@ -72,6 +72,14 @@ type topicState struct {
 	logs []*storage.Log
 }
 
+// log returns the log of partition p, nil when ts is nil or p is not a partition of it.
+func (ts *topicState) log(p int32) *storage.Log {
+	if ts == nil || p < 0 || int(p) >= len(ts.logs) {
+		return nil
+	}
+	return ts.logs[p]
+}
+
 // New validates cfg (server.properties keys with Kafka's names), creates or reads
 // meta.properties, opens the metadata log and every partition log (recovering them),
 // loads the group coordinator and starts the mirror manager. It does not accept
@@ -355,11 +363,7 @@ func (b *Broker) Log(topic string, partition int32) (*storage.Log, error) {
 func (b *Broker) partitionLog(topic string, partition int32) *storage.Log {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	ts := b.topics[topic]
-	if ts == nil || partition < 0 || int(partition) >= len(ts.logs) {
-		return nil
-	}
-	return ts.logs[partition]
+	return b.topics[topic].log(partition)
 }
 
 // topicState returns the open state of a topic or nil.

@@ -64,8 +64,8 @@ func (b *Broker) fetchWaitChannels(req *kmsg.FetchRequest) []<-chan struct{} {
 			continue
 		}
 		for _, rp := range rt.Partitions {
-			if rp.Partition >= 0 && int(rp.Partition) < len(ts.logs) {
-				chans = append(chans, ts.logs[rp.Partition].Changed())
+			if l := ts.log(rp.Partition); l != nil {
+				chans = append(chans, l.Changed())
 			}
 		}
 	}
@@ -124,7 +124,7 @@ func (b *Broker) fetchTopic(version int16, rt kmsg.FetchRequestTopic) *topicStat
 func (b *Broker) fetchOnce(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, bool) {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	maxBytes := int(req.MaxBytes)
-	if req.Version < 3 || maxBytes <= 0 {
+	if maxBytes <= 0 {
 		maxBytes = 52428800
 	}
 	readCommitted := req.IsolationLevel == 1
@@ -140,7 +140,8 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, bo
 			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
 			// Records are never null on the wire: librdkafka rejects a size of -1.
 			sp.RecordBatches = []byte{}
-			if ts == nil || rp.Partition < 0 || int(rp.Partition) >= len(ts.logs) {
+			l := ts.log(rp.Partition)
+			if l == nil {
 				if ts == nil && req.Version >= 13 {
 					sp.ErrorCode = kerr.UnknownTopicID.Code
 				} else {
@@ -150,7 +151,6 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, bo
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
-			l := ts.logs[rp.Partition]
 			n, stop := b.fetchPartition(l, rp, readCommitted, maxBytes-total, total == 0, &sp)
 			total += n
 			anyError = anyError || stop

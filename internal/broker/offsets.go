@@ -32,12 +32,12 @@ func (b *Broker) handleListOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, -1
-			if ts == nil || rp.Partition < 0 || int(rp.Partition) >= len(ts.logs) {
+			l := ts.log(rp.Partition)
+			if l == nil {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
-			l := ts.logs[rp.Partition]
 			epoch := leaderEpoch(l)
 			if rp.CurrentLeaderEpoch >= 0 && rp.CurrentLeaderEpoch != epoch {
 				sp.ErrorCode = kerr.FencedLeaderEpoch.Code
@@ -80,9 +80,6 @@ func (b *Broker) handleListOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
 					sp.LeaderEpoch = l.EpochForOffset(off)
 				}
 			}
-			if req.Version == 0 && sp.Offset >= 0 {
-				sp.OldStyleOffsets = []int64{sp.Offset}
-			}
 			st.Partitions = append(st.Partitions, sp)
 		}
 		resp.Topics = append(resp.Topics, st)
@@ -100,12 +97,12 @@ func (b *Broker) handleOffsetForLeaderEpoch(req *kmsg.OffsetForLeaderEpochReques
 			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.LeaderEpoch, sp.EndOffset = -1, -1
-			if ts == nil || rp.Partition < 0 || int(rp.Partition) >= len(ts.logs) {
+			l := ts.log(rp.Partition)
+			if l == nil {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
-			l := ts.logs[rp.Partition]
 			epoch := leaderEpoch(l)
 			switch {
 			case rp.CurrentLeaderEpoch >= 0 && rp.CurrentLeaderEpoch < epoch:
@@ -132,12 +129,12 @@ func (b *Broker) handleDeleteRecords(req *kmsg.DeleteRecordsRequest) kmsg.Respon
 			sp := kmsg.NewDeleteRecordsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.LowWatermark = -1
-			if ts == nil || rp.Partition < 0 || int(rp.Partition) >= len(ts.logs) {
+			l := ts.log(rp.Partition)
+			if l == nil {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
-			l := ts.logs[rp.Partition]
 			// DeleteRecords has no error message field: the refusal is POLICY_VIOLATION
 			// alone (spec §10).
 			if ok, msg := b.checkMirrorWrite(rt.Topic, rp.Partition, "delete records"); !ok {
@@ -176,12 +173,13 @@ func (b *Broker) handleDescribeProducers(req *kmsg.DescribeProducersRequest) kms
 		for _, p := range rt.Partitions {
 			sp := kmsg.NewDescribeProducersResponseTopicPartition()
 			sp.Partition = p
-			if ts == nil || p < 0 || int(p) >= len(ts.logs) {
+			l := ts.log(p)
+			if l == nil {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
-			for _, e := range ts.logs[p].ProducerEntries() {
+			for _, e := range l.ProducerEntries() {
 				sp.ActiveProducers = append(sp.ActiveProducers, kmsg.DescribeProducersResponseTopicPartitionActiveProducer{
 					ProducerID: e.ProducerID, ProducerEpoch: int32(e.ProducerEpoch), LastSequence: e.LastSequence,
 					LastTimestamp: e.LastTimestamp, CoordinatorEpoch: e.CoordinatorEpoch, CurrentTxnStartOffset: e.CurrentTxnStartOffset,

@@ -38,7 +38,7 @@ func (b *Broker) handleProduce(_ context.Context, req *kmsg.ProduceRequest) kmsg
 			switch {
 			case badAcks:
 				fail(kerr.InvalidRequiredAcks, "")
-			case ts == nil || rp.Partition < 0 || int(rp.Partition) >= len(ts.logs):
+			case ts.log(rp.Partition) == nil:
 				fail(kerr.UnknownTopicOrPartition, "")
 			case isInternalTopic(rt.Topic):
 				fail(kerr.InvalidTopicException, "clients may not produce to the internal topic "+rt.Topic)
