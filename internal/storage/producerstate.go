@@ -161,15 +161,11 @@ func (p *producerState) apply(b record.Batch) (AbortedTxn, bool) {
 		default:
 			return AbortedTxn{}, false
 		}
-		pid := b.ProducerID()
-		if pid < 0 {
+		e := p.touch(b)
+		if e == nil {
 			return AbortedTxn{}, false
 		}
-		e := p.entry(pid)
-		if b.ProducerEpoch() != e.epoch {
-			e.epoch, e.n, e.head = b.ProducerEpoch(), 0, 0
-		}
-		e.lastTs = b.MaxTimestamp()
+		pid := b.ProducerID()
 		if v := controlValue(b); len(v) >= 6 {
 			e.coordinatorEpoch = int32(binary.BigEndian.Uint32(v[2:]))
 		}
@@ -190,15 +186,11 @@ func (p *producerState) apply(b record.Batch) (AbortedTxn, bool) {
 		}
 		return AbortedTxn{}, false
 	}
-	pid := b.ProducerID()
-	if pid < 0 {
+	e := p.touch(b)
+	if e == nil {
 		return AbortedTxn{}, false
 	}
-	e := p.entry(pid)
-	if b.ProducerEpoch() != e.epoch {
-		e.epoch, e.n, e.head = b.ProducerEpoch(), 0, 0
-	}
-	e.lastTs = b.MaxTimestamp()
+	pid := b.ProducerID()
 	if b.BaseSequence() != record.NoSequence {
 		e.add(batchMeta{b.BaseSequence(), b.LastSequence(), b.BaseOffset(), b.LastOffset(), b.MaxTimestamp()})
 	}
@@ -208,6 +200,21 @@ func (p *producerState) apply(b record.Batch) (AbortedTxn, bool) {
 		}
 	}
 	return AbortedTxn{}, false
+}
+
+// touch returns the entry of b's producer, forgetting its sequences when b carries a new
+// producer epoch and recording b's max timestamp; nil when b has no producer ID.
+func (p *producerState) touch(b record.Batch) *producerEntry {
+	pid := b.ProducerID()
+	if pid < 0 {
+		return nil
+	}
+	e := p.entry(pid)
+	if b.ProducerEpoch() != e.epoch {
+		e.epoch, e.n, e.head = b.ProducerEpoch(), 0, 0
+	}
+	e.lastTs = b.MaxTimestamp()
+	return e
 }
 
 func (p *producerState) entry(pid int64) *producerEntry {
