@@ -163,16 +163,30 @@ func (c *Coordinator) InitProducerID(id string, timeoutMs int32, expectedPID int
 	return t.producerID, t.producerEpoch, nil
 }
 
-// checkProducer validates the producer fields of a client request against t
-// (INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED).
-func checkProducer(t *txnMetadata, pid int64, epoch int16) *kerr.Error {
-	if t.producerID != pid {
-		return kerr.InvalidProducerIDMapping
+// lockProducer returns the transaction of id locked, for a client request of producer
+// pid/epoch; the caller unlocks t.mu. Errors: COORDINATOR_NOT_AVAILABLE (from status),
+// INVALID_REQUEST (empty id), INVALID_PRODUCER_ID_MAPPING (unknown id or another
+// producer ID), PRODUCER_FENCED (another epoch).
+func (c *Coordinator) lockProducer(id string, pid int64, epoch int16) (*txnMetadata, *kerr.Error) {
+	if e := c.status(); e != nil {
+		return nil, e
 	}
-	if t.producerEpoch != epoch {
-		return kerr.ProducerFenced
+	if id == "" {
+		return nil, kerr.InvalidRequest
 	}
-	return nil
+	t := c.lookup(id)
+	if t == nil {
+		return nil, kerr.InvalidProducerIDMapping
+	}
+	e := kerr.InvalidProducerIDMapping
+	if t.producerID == pid {
+		if t.producerEpoch == epoch {
+			return t, nil
+		}
+		e = kerr.ProducerFenced
+	}
+	t.mu.Unlock()
+	return nil, e
 }
 
 // AddPartitions serves AddPartitionsToTxn (client form, v0–3) for partitions already
@@ -181,20 +195,11 @@ func checkProducer(t *txnMetadata, pid int64, epoch int16) *kerr.Error {
 // INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED, CONCURRENT_TRANSACTIONS,
 // COORDINATOR_NOT_AVAILABLE.
 func (c *Coordinator) AddPartitions(id string, pid int64, epoch int16, parts []TopicPartition) *kerr.Error {
-	if e := c.status(); e != nil {
+	t, e := c.lockProducer(id, pid, epoch)
+	if e != nil {
 		return e
-	}
-	if id == "" {
-		return kerr.InvalidRequest
-	}
-	t := c.lookup(id)
-	if t == nil {
-		return kerr.InvalidProducerIDMapping
 	}
 	defer t.mu.Unlock()
-	if e := checkProducer(t, pid, epoch); e != nil {
-		return e
-	}
 	if t.state == PrepareCommit || t.state == PrepareAbort {
 		if err := c.completeLocked(t); err != nil {
 			return kerr.ConcurrentTransactions
@@ -312,20 +317,11 @@ func (c *Coordinator) WithPartition(pid int64, epoch int16, tp TopicPartition, a
 // Errors: INVALID_REQUEST, INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED,
 // INVALID_TXN_STATE, CONCURRENT_TRANSACTIONS, COORDINATOR_NOT_AVAILABLE.
 func (c *Coordinator) EndTxn(id string, pid int64, epoch int16, commit bool) *kerr.Error {
-	if e := c.status(); e != nil {
+	t, e := c.lockProducer(id, pid, epoch)
+	if e != nil {
 		return e
-	}
-	if id == "" {
-		return kerr.InvalidRequest
-	}
-	t := c.lookup(id)
-	if t == nil {
-		return kerr.InvalidProducerIDMapping
 	}
 	defer t.mu.Unlock()
-	if e := checkProducer(t, pid, epoch); e != nil {
-		return e
-	}
 	want := map[bool]State{true: CompleteCommit, false: CompleteAbort}[commit]
 	prep := map[bool]State{true: PrepareCommit, false: PrepareAbort}[commit]
 	switch t.state {
