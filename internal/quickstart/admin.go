@@ -131,6 +131,7 @@ func topicErrors(what string, code int16, msg *string, topics []mirrorproto.Topi
 // PartitionRow is one line of the live table: a mirror partition as
 // DescribeClusterMirrors reports it (offsets are -1 while unknown).
 type PartitionRow struct {
+	Mirror            string
 	Topic             string
 	Partition         int32
 	SourceOffset      int64 // source high watermark of the latest fetch response
@@ -142,7 +143,56 @@ type PartitionRow struct {
 
 // describe returns the partitions of mirror name, sorted by topic and partition.
 func (a *admin) describe(ctx context.Context, name string) ([]PartitionRow, error) {
-	resp, err := a.cl.Request(ctx, &mirrorproto.DescribeClusterMirrorsRequest{MirrorNames: []string{name}})
+	return a.describeMirrors(ctx, []string{name})
+}
+
+// mirrorInfo is one mirror of a cluster as DescribeClusterMirrors (all mirrors) lists it.
+type mirrorInfo struct {
+	Name, Source string
+	Rows         []PartitionRow
+}
+
+// describeAll returns every mirror on the cluster, sorted by name, with its partitions.
+func (a *admin) describeAll(ctx context.Context) ([]mirrorInfo, error) {
+	resp, err := a.cl.Request(ctx, &mirrorproto.DescribeClusterMirrorsRequest{})
+	if err != nil {
+		return nil, err
+	}
+	dr := resp.(*mirrorproto.DescribeClusterMirrorsResponse)
+	if err := mirrorproto.ErrorFor(dr.ErrorCode, dr.ErrorMessage); err != nil {
+		return nil, err
+	}
+	var ms []mirrorInfo
+	for _, m := range dr.Mirrors {
+		if mirrorproto.ErrorFor(m.ErrorCode, m.ErrorMessage) != nil {
+			continue
+		}
+		mi := mirrorInfo{Name: m.MirrorName, Source: m.SourceBootstrap}
+		for _, t := range m.Topics {
+			for _, p := range t.Partitions {
+				mi.Rows = append(mi.Rows, PartitionRow{Mirror: m.MirrorName, Topic: t.TopicName, Partition: p.PartitionIndex, SourceOffset: p.SourceOffset,
+					DestinationOffset: p.DestinationOffset, Lag: p.Lag, State: p.State.String(), TruncatedRecords: p.TruncatedRecords})
+			}
+		}
+		sortRows(mi.Rows)
+		ms = append(ms, mi)
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].Name < ms[j].Name })
+	return ms, nil
+}
+
+func sortRows(rows []PartitionRow) {
+	sort.Slice(rows, func(i, j int) bool {
+		if rows[i].Topic != rows[j].Topic {
+			return rows[i].Topic < rows[j].Topic
+		}
+		return rows[i].Partition < rows[j].Partition
+	})
+}
+
+// describeMirrors returns the partitions of the named mirrors, sorted by topic and partition.
+func (a *admin) describeMirrors(ctx context.Context, names []string) ([]PartitionRow, error) {
+	resp, err := a.cl.Request(ctx, &mirrorproto.DescribeClusterMirrorsRequest{MirrorNames: names})
 	if err != nil {
 		return nil, err
 	}
@@ -157,17 +207,12 @@ func (a *admin) describe(ctx context.Context, name string) ([]PartitionRow, erro
 		}
 		for _, t := range m.Topics {
 			for _, p := range t.Partitions {
-				rows = append(rows, PartitionRow{Topic: t.TopicName, Partition: p.PartitionIndex, SourceOffset: p.SourceOffset,
+				rows = append(rows, PartitionRow{Mirror: m.MirrorName, Topic: t.TopicName, Partition: p.PartitionIndex, SourceOffset: p.SourceOffset,
 					DestinationOffset: p.DestinationOffset, Lag: p.Lag, State: p.State.String(), TruncatedRecords: p.TruncatedRecords})
 			}
 		}
 	}
-	sort.Slice(rows, func(i, j int) bool {
-		if rows[i].Topic != rows[j].Topic {
-			return rows[i].Topic < rows[j].Topic
-		}
-		return rows[i].Partition < rows[j].Partition
-	})
+	sortRows(rows)
 	return rows, nil
 }
 

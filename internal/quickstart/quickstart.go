@@ -6,13 +6,16 @@ package quickstart
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -54,9 +57,16 @@ func (o Options) out() io.Writer {
 // Run starts the source and destination clusters in this process, creates `orders`
 // on the source with a producer (a few records per second) and the group `orders-app`
 // consuming it, creates the mirror `my-mirror` on the destination and starts `.*`, then
-// prints the live table and the commands to try next every Refresh until ctx is done,
-// when it stops both clusters cleanly (Shutdown: logs flushed, checkpoints written).
-// A second run on the same data continues where the first stopped.
+// prints the live table (every mirror on either cluster that holds `orders`) every
+// Refresh until ctx is done, when it stops both clusters cleanly (Shutdown: logs
+// flushed, checkpoints written). On a terminal the screen is redrawn below the opening
+// lines; otherwise the commands to try are printed once and the table only when a
+// partition's state changes or every 10 Refresh periods.
+//
+// A second run on the same data continues where the first stopped: when `my-mirror`
+// already exists it sends no StartMirrorTopics (a STOPPED topic restarted would go
+// through LOG_ALIGNMENT and be truncated, spec §4) and says whether the data was failed
+// over or failed back.
 func Run(ctx context.Context, o Options) error {
 	out := o.out()
 	data := o.Data
@@ -91,7 +101,12 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	defer dst.stop()
-	fmt.Fprintf(out, "Source cluster on %s, destination cluster on %s (data and logs in %s).\n", src.addr(), dst.addr(), data)
+	var header strings.Builder // the opening lines, kept on screen by every redraw
+	say := func(format string, args ...any) {
+		fmt.Fprintf(out, format, args...)
+		fmt.Fprintf(&header, format, args...)
+	}
+	say("Source cluster on %s, destination cluster on %s (data and logs in %s).\n", src.addr(), dst.addr(), data)
 
 	srcAdm, err := newAdmin(src.addr())
 	if err != nil {
@@ -112,20 +127,41 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "Created topic %s (%d partitions) on the source.\n", Topic, Partitions)
-	if err := dstAdm.createMirror(setup, Mirror, src.addr(), true); err != nil {
-		return err
+	dstMirrors, err := dstAdm.describeAll(setup)
+	if err != nil {
+		return fmt.Errorf("describe the mirrors on %s: %w", dst.addr(), err)
 	}
-	if err := dstAdm.startMirror(setup, Mirror, nil, []string{".*"}, true); err != nil {
-		return err
+	srcMirrors, err := srcAdm.describeAll(setup)
+	if err != nil {
+		return fmt.Errorf("describe the mirrors on %s: %w", src.addr(), err)
 	}
-	fmt.Fprintf(out, "Created cluster mirror %s on the destination and started mirroring .*\n", Mirror)
+	ph, haveMirror := classify(dstMirrors, srcMirrors)
+	if !haveMirror {
+		say("Created topic %s (%d partitions) on the source.\n", Topic, Partitions)
+		if err := dstAdm.createMirror(setup, Mirror, src.addr(), true); err != nil {
+			return err
+		}
+		if err := dstAdm.startMirror(setup, Mirror, nil, []string{".*"}, true); err != nil {
+			return err
+		}
+		say("Created cluster mirror %s on the destination and started mirroring .*\n", Mirror)
+	} else {
+		say("Continuing on existing data: topic %s and cluster mirror %s exist; their mirror states are left as they are.\n", Topic, Mirror)
+		if msg := phaseMessage(ph, data, src.addr(), dst.addr()); msg != "" {
+			say("\n%s", msg)
+		}
+	}
 
 	wctx, stopWork := context.WithCancel(ctx)
 	defer stopWork()
 	var produced, consumedN atomic.Int64
+	var prodStatus atomic.Value
+	prodStatus.Store("")
 	done := make(chan struct{}, 2)
-	go func() { defer func() { done <- struct{}{} }(); runProducer(wctx, src.addr(), next, &produced) }()
+	go func() {
+		defer func() { done <- struct{}{} }()
+		runProducer(wctx, src.addr(), next, &produced, &prodStatus)
+	}()
 	go func() { defer func() { done <- struct{}{} }(); runConsumer(wctx, src.addr(), &consumedN) }()
 
 	refresh := o.Refresh
@@ -133,24 +169,43 @@ func Run(ctx context.Context, o Options) error {
 		refresh = time.Second
 	}
 	tty := isTerminal(out)
-	tick := time.NewTicker(refresh)
-	defer tick.Stop()
-	for {
-		dctx, dcancel := context.WithTimeout(ctx, refresh)
-		rows, derr := dstAdm.describe(dctx, Mirror)
-		dcancel()
-		if tty {
-			fmt.Fprint(out, "\033[H\033[2J")
-		}
-		fmt.Fprintf(out, "%s  source %s → destination %s   produced %d, consumed by %s %d\n\n",
-			time.Now().Format("15:04:05"), src.addr(), dst.addr(), produced.Load(), Group, consumedN.Load())
-		if derr != nil && ctx.Err() == nil {
-			fmt.Fprintf(out, "describe %s: %v\n", Mirror, derr)
-		} else {
-			writeTable(out, rows)
-		}
+	if !tty {
 		fmt.Fprintln(out)
 		writeNextSteps(out, src.addr(), dst.addr())
+	}
+	tick := time.NewTicker(refresh)
+	defer tick.Stop()
+	var lastSig string
+	var lastPrint time.Time
+	for {
+		dctx, dcancel := context.WithTimeout(ctx, refresh)
+		views, derr := describeBoth(dctx, dstAdm, srcAdm)
+		dcancel()
+		var tb strings.Builder
+		status := fmt.Sprintf("produced %d, consumed by %s %d", produced.Load(), Group, consumedN.Load())
+		pst := prodStatus.Load().(string)
+		if pst != "" {
+			status += "; " + pst
+		}
+		fmt.Fprintf(&tb, "%s  source %s, destination %s   %s\n\n", time.Now().Format("15:04:05"), src.addr(), dst.addr(), status)
+		if derr != nil && ctx.Err() == nil {
+			fmt.Fprintf(&tb, "describe mirrors: %v\n", derr)
+		} else {
+			writeViews(&tb, views, src.addr(), dst.addr())
+		}
+		sig := signature(views) + "|" + pst
+		if tty {
+			fmt.Fprint(out, "\033[H\033[2J")
+			fmt.Fprint(out, header.String())
+			fmt.Fprintln(out)
+			fmt.Fprint(out, tb.String())
+			fmt.Fprintln(out)
+			writeNextSteps(out, src.addr(), dst.addr())
+		} else if sig != lastSig || time.Since(lastPrint) >= 10*refresh {
+			fmt.Fprintln(out)
+			fmt.Fprint(out, tb.String())
+			lastSig, lastPrint = sig, time.Now()
+		}
 		select {
 		case <-ctx.Done():
 			stopWork()
@@ -159,7 +214,7 @@ func Run(ctx context.Context, o Options) error {
 			fmt.Fprintln(out, "\nStopping both clusters ...")
 			src.stop()
 			dst.stop()
-			fmt.Fprintf(out, "Stopped. The data stays in %s: run the quickstart again to continue, or remove it to start afresh.\n", data)
+			fmt.Fprintf(out, "Stopped. The data stays in %s: run the quickstart again to continue from here (it leaves the mirrors' states as they are), or remove %s to start afresh.\n", data, data)
 			return nil
 		case <-tick.C:
 		}
@@ -182,27 +237,42 @@ func nextOrder(ctx context.Context, a *admin) (int, error) {
 	return n, nil
 }
 
-// runProducer writes one record every 200 ms until ctx is done.
-func runProducer(ctx context.Context, addr string, next int, produced *atomic.Int64) {
+// runProducer writes one record every 200 ms until ctx is done. While the source's
+// topic is read-only (a mirror topic: POLICY_VIOLATION or READ_ONLY_TOPIC) or a produce
+// fails otherwise, it retries the same record every 2 s and says so in status ("" while
+// producing).
+func runProducer(ctx context.Context, addr string, next int, produced *atomic.Int64, status *atomic.Value) {
 	cl, err := newProducer(addr)
 	if err != nil {
+		status.Store("producer: " + err.Error())
 		return
 	}
 	defer cl.Close()
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
+	wait := 200 * time.Millisecond
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-time.After(wait):
 		}
-		cl.Produce(ctx, orderRecord(next), func(_ *kgo.Record, err error) {
-			if err == nil {
-				produced.Add(1)
-			}
-		})
-		next++
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := cl.ProduceSync(pctx, orderRecord(next)).FirstErr()
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err == nil:
+			produced.Add(1)
+			next++
+			status.Store("")
+			wait = 200 * time.Millisecond
+		case errors.Is(err, kerr.PolicyViolation) || strings.Contains(err.Error(), "READ_ONLY_TOPIC"):
+			status.Store(fmt.Sprintf("producer PAUSED: %s on the source is read-only (a mirror topic); retrying every 2 s", Topic))
+			wait = 2 * time.Second
+		default:
+			status.Store(fmt.Sprintf("producer retrying every 2 s: %v", err))
+			wait = 2 * time.Second
+		}
 	}
 }
 
