@@ -43,7 +43,7 @@ func producerOpts(addr, codec string) []kgo.Opt {
 		c = kgo.ZstdCompression()
 	}
 	return []kgo.Opt{kgo.SeedBrokers(addr), kgo.ProducerBatchMaxBytes(1 << 20), kgo.MaxBufferedRecords(20000),
-		kgo.ProducerBatchCompression(c), kgo.RecordRetries(5)}
+		kgo.ProducerBatchCompression(c)}
 }
 
 func newClient(opts ...kgo.Opt) *kgo.Client {
@@ -64,6 +64,7 @@ func createTopic(addr, topic string, partitions int) {
 	if err != nil {
 		fatalf("create topic %s on %s: %v", topic, addr, err)
 	}
+	waitTopic(addr, topic)
 }
 
 // throughput is a measured rate.
@@ -209,7 +210,7 @@ func endToEnd(src, srcTopic, dst, dstTopic, codec string, perSec int, d, warm ti
 }
 
 // endOffsets returns the sum of the end offsets of topic's partitions (-1 if the topic
-// does not exist yet).
+// does not exist yet or a partition has no leader).
 func endOffsets(adm *kadm.Client, topic string) int64 {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -218,14 +219,14 @@ func endOffsets(adm *kadm.Client, topic string) int64 {
 		return -1
 	}
 	var sum int64
-	found := false
+	ok := len(res) > 0
 	res.Each(func(o kadm.ListedOffset) {
-		if o.Err == nil {
-			sum += o.Offset
-			found = true
+		if o.Err != nil {
+			ok = false
 		}
+		sum += o.Offset
 	})
-	if !found {
+	if !ok {
 		return -1
 	}
 	return sum

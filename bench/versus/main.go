@@ -68,6 +68,7 @@ type settings struct {
 	LagSeconds     float64 `json:"lag_seconds"`
 	RecordBytes    int     `json:"record_bytes"`
 	MM2Target      string  `json:"mm2_target"`
+	MirrorProps    string  `json:"mirror_props,omitempty"`
 	Client         string  `json:"client"`
 }
 
@@ -120,6 +121,9 @@ func main() {
 	flag.StringVar(&s.MM2Target, "mm2-target", "kmirror", "MirrorMaker 2 destination: kmirror or kafka")
 	out := flag.String("out", "bench/results", "directory for the results")
 	only := flag.String("only", "", "run only 'broker' or 'mirror'")
+	flag.StringVar(&s.MirrorProps, "mirror-props", "", "extra key=value lines (comma-separated) for kmirror's mirror.properties, e.g. fetch.max.bytes=8388608")
+	withMM2 := flag.Bool("mm2", true, "run MirrorMaker 2 (false: kmirror's mirroring figures only)")
+	flag.StringVar(&perfDir, "perf", "", "directory for `perf record` profiles of kmirror's consume and mirror catch-up windows")
 	flag.Parse()
 	s.LatencySeconds, s.LagSeconds, s.RecordBytes = float64(*latSecs), float64(*lagSecs), recordSize
 	s.Client = "franz-go kgo v1.22 (acks=all, idempotent, 1 MiB batches, 20000 buffered records; consumers: 16 MiB fetches)"
@@ -148,7 +152,7 @@ func main() {
 		}
 	}
 	if *only != "broker" {
-		benchMirror(bin, tmp, s, &rep)
+		benchMirror(bin, tmp, s, *withMM2, &rep)
 	}
 
 	md := renderMarkdown(rep)
@@ -172,9 +176,14 @@ func benchBroker(name string, start func() *proc, s settings) brokerResult {
 	createTopic(p.addr, "t16", 16)
 	createTopic(p.addr, "t1", 1)
 	createTopic(p.addr, "lat", 16)
-	logf("broker %s: up in %.2fs; produce/consume %d records", name, r.StartupS, s.BrokerRecords)
+	createTopic(p.addr, "warm", 16)
+	logf("broker %s: up in %.2fs; warm-up, then produce/consume %d records", name, r.StartupS, s.BrokerRecords)
+	// A warm-up pass (JIT for the JVM, page cache and buffers for both), not measured.
+	consume(p.addr, "warm", produce(p.addr, "warm", "none", s.BrokerRecords/3).Records)
 	r.Produce16 = produce(p.addr, "t16", "none", s.BrokerRecords)
+	stop := profile(p, p.name+"-consume")
 	r.Consume16 = consume(p.addr, "t16", s.BrokerRecords)
+	stop()
 	r.Produce1 = produce(p.addr, "t1", "none", s.BrokerRecords)
 	logf("broker %s: latency at %d records/s for %.0fs", name, s.LatencyRate, s.LatencySeconds)
 	r.Latency = summarize(paced(p.addr, "lat", "none", s.LatencyRate, time.Duration(s.LatencySeconds)*time.Second))
@@ -184,7 +193,7 @@ func benchBroker(name string, start func() *proc, s settings) brokerResult {
 }
 
 // benchMirror runs the mirroring comparison.
-func benchMirror(bin, tmp string, s settings, rep *report) {
+func benchMirror(bin, tmp string, s settings, withMM2 bool, rep *report) {
 	codecs := []string{"none", "zstd"}
 	logf("mirror: starting the Apache Kafka source")
 	src := startKafka("source", filepath.Join(tmp, "m-source"))
@@ -216,12 +225,14 @@ func benchMirror(bin, tmp string, s settings, rep *report) {
 		logf("mirror: destination produce rate %s", pt)
 		rep.MirrorRates = append(rep.MirrorRates, mirrorThroughput{Partitions: b.parts, Codec: b.codec, DestProduce: produce(dst.addr, pt, b.codec, s.BrokerRecords)})
 	}
-	mirrorsCLI(bin, dst.addr, "--create", "--mirror", "bench", "--mirror-config", mirrorConfigFile(tmp, src.addr))
+	mirrorsCLI(bin, dst.addr, "--create", "--mirror", "bench", "--mirror-config", mirrorConfigFile(tmp, src.addr, s.MirrorProps))
 	for i, b := range backlogs {
 		logf("mirror: kmirror catch-up %s", b.topic)
 		t0 := time.Now()
+		stop := profile(dst, "kmirror-mirror-"+b.topic)
 		mirrorsCLI(bin, dst.addr, "--start", "--mirror", "bench", "--topics", b.topic)
 		c := waitCaughtUp(dst, dst, b.topic, int64(b.n), t0, 10*time.Minute)
+		stop()
 		c.Engine, c.Topic, c.Partitions, c.Codec, c.BacklogRecs, c.SourceDiskMB = "kmirror", b.topic, b.parts, b.codec, b.n, diskMB(b.topic)
 		rep.MirrorRates[i].Mirror = c
 		if b.parts == 16 {
@@ -233,13 +244,19 @@ func benchMirror(bin, tmp string, s settings, rep *report) {
 		logf("mirror: kmirror steady-state lag %s", c)
 		mirrorsCLI(bin, dst.addr, "--start", "--mirror", "bench", "--topics", "lk-"+c)
 		waitTopic(dst.addr, "lk-"+c)
+		time.Sleep(time.Second) // the fetcher's first (empty) fetch is in flight
 		rep.Lags["kmirror/"+c] = endToEnd(src.addr, "lk-"+c, dst.addr, "lk-"+c, c, s.LagRate, lagD, 3*time.Second)
 	}
 	for _, c := range codecs {
 		logf("mirror: consume-and-re-produce pipeline %s", c)
+		stop := profile(dst, "kmirror-pipeline-dest-"+c)
 		rep.Pipelines = append(rep.Pipelines, pipeline(src.addr, dst, "b16-"+c, c, 16, s.Backlog16))
+		stop()
 	}
 	dst.stop()
+	if !withMM2 {
+		return
+	}
 
 	// MirrorMaker 2 into its own destination broker.
 	var target *proc
@@ -270,7 +287,6 @@ func waitTopic(addr, topic string) {
 	adm := kadm.NewClient(cl)
 	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		if endOffsets(adm, topic) >= 0 {
-			time.Sleep(500 * time.Millisecond)
 			return
 		}
 	}

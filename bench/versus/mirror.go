@@ -155,8 +155,14 @@ func pipeline(src string, dst *proc, srcTopic, codec string, partitions, n int) 
 		CPUPerGB: cpu / gb, CPUPerGBTotal: (cpu + dst.cpu() - cpuD0) / gb}
 }
 
-func mirrorConfigFile(dir, src string) string {
+// mirrorConfigFile writes the mirror's properties: bootstrap.servers plus the
+// comma-separated key=value pairs of extra (kmirror's defaults otherwise).
+func mirrorConfigFile(dir, src, extra string) string {
 	p := filepath.Join(dir, "mirror.properties")
-	must(os.WriteFile(p, []byte("bootstrap.servers="+src+"\n"), 0o644))
+	props := "bootstrap.servers=" + src + "\n"
+	if extra != "" {
+		props += strings.ReplaceAll(extra, ",", "\n") + "\n"
+	}
+	must(os.WriteFile(p, []byte(props), 0o644))
 	return p
 }

@@ -216,6 +216,27 @@ func startMM2(dir, props string) *proc {
 	return launch("mm2", "", filepath.Join(dir, "mm2.log"), kafkaJVM(mm2Heap, "org.apache.kafka.connect.mirror.MirrorMaker", conf))
 }
 
+// perfDir, when set (-perf), makes profile() record `perf record -g` samples of a process.
+var perfDir string
+
+// profile starts `perf record` on p into perfDir/name.perf.data when -perf is set; the
+// returned function stops it. Read the result with `perf report -i FILE`.
+func profile(p *proc, name string) func() {
+	if perfDir == "" {
+		return func() {}
+	}
+	must(os.MkdirAll(perfDir, 0o755))
+	cmd := exec.Command("perf", "record", "-F", "499", "-g", "-p", strconv.Itoa(p.cmd.Process.Pid), "-o", filepath.Join(perfDir, name+".perf.data"))
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		fatalf("perf: %v", err)
+	}
+	return func() {
+		cmd.Process.Signal(syscall.SIGINT)
+		cmd.Wait()
+	}
+}
+
 const log4jYAML = `Configuration:
   Appenders:
     Console:
