@@ -3,6 +3,7 @@ package quickstart
 import (
 	"bytes"
 	"context"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -96,3 +97,133 @@ func tableMirroring(s string) bool {
 	}
 	return n == Partitions && data
 }
+
+// TestRerunAfterFailoverAndFailback runs the quickstart, fails over (tour step 5) and
+// re-runs it: the destination keeps its records and orders stays STOPPED in my-mirror.
+// It then fails back (tour step 6) and re-runs again: no partition is FAILED, the table
+// shows my-mirror-back and the producer reports that it is paused.
+func TestRerunAfterFailoverAndFailback(t *testing.T) {
+	data := t.TempDir()
+	srcPort, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dstPort, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, dst := "localhost:"+itoa(srcPort), "localhost:"+itoa(dstPort)
+	// run starts Run, waits until until(output) holds, calls during (if any) with the
+	// clusters up, waits again for until, then stops Run and returns its output.
+	run := func(name string, until func(string) bool, during func(ctx context.Context), after func(string) bool) string {
+		var out syncBuffer
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() {
+			errc <- Run(ctx, Options{Data: data, SourcePort: srcPort, DestinationPort: dstPort, Out: &out, Refresh: 200 * time.Millisecond})
+		}()
+		wait := func(cond func(string) bool) {
+			deadline := time.Now().Add(60 * time.Second)
+			for !cond(out.String()) {
+				select {
+				case err := <-errc:
+					cancel()
+					t.Fatalf("%s: Run returned early: %v\n%s", name, err, out.String())
+				default:
+				}
+				if time.Now().After(deadline) {
+					cancel()
+					<-errc
+					t.Fatalf("%s: condition not met within 60 s:\n%s", name, out.String())
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+		wait(until)
+		if during != nil {
+			during(ctx)
+			wait(after)
+		}
+		cancel()
+		if err := <-errc; err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return out.String()
+	}
+	endOffsets := func(addr string) int64 {
+		a, err := newAdmin(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.close()
+		n, err := nextOrder(context.Background(), a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return int64(n - 1)
+	}
+	adminOf := func(addr string) *admin {
+		a, err := newAdmin(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(a.close)
+		return a
+	}
+
+	// 1. First run; fail over while it runs.
+	run("first run", tableMirroring, func(ctx context.Context) {
+		if err := adminOf(dst).stopMirror(ctx, Mirror, Topic); err != nil {
+			t.Fatal(err)
+		}
+	}, func(s string) bool { return strings.Contains(s, "STOPPED: orders is writable on the destination") })
+
+	// 2. Re-run after the failover: nothing is restarted or truncated.
+	var before int64
+	s := run("re-run after failover", func(s string) bool {
+		return strings.Contains(s, "STOPPED: orders is writable on the destination")
+	}, func(ctx context.Context) {
+		before = endOffsets(dst)
+		rows, err := adminOf(dst).describe(ctx, Mirror)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !allIn(rows, "STOPPED") {
+			t.Errorf("after the re-run my-mirror is %s, want every partition STOPPED", summarize(rows))
+		}
+	}, func(string) bool { return true })
+	if !strings.Contains(s, "FAILED OVER") {
+		t.Errorf("re-run after failover does not say so:\n%s", s)
+	}
+	if before == 0 {
+		t.Errorf("the destination's %s was truncated on re-run", Topic)
+	}
+
+	// 3. Fail back with the clusters up, then re-run.
+	run("fail back", func(s string) bool { return strings.Contains(s, "Source cluster on") }, func(ctx context.Context) {
+		a := adminOf(src)
+		if err := a.createMirror(ctx, MirrorBack, dst, false); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.startMirror(ctx, MirrorBack, []string{Topic}, nil, false); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.waitState(ctx, MirrorBack, Topic, Partitions, "MIRRORING", 60*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}, func(s string) bool { return strings.Contains(s, "producer PAUSED") })
+	s = run("re-run after failback", func(s string) bool {
+		return strings.Contains(s, "Mirror "+MirrorBack+" on the source") && strings.Contains(s, "producer PAUSED")
+	}, nil, nil)
+	if !strings.Contains(s, "FAILED BACK") {
+		t.Errorf("re-run after failback does not say so:\n%s", s)
+	}
+	if i := strings.LastIndex(s, "Mirror "+MirrorBack); strings.Contains(s[i:], "FAILED") {
+		t.Errorf("a partition is FAILED after the re-run:\n%s", s[i:])
+	}
+	if n := strings.Count(s, "Try next (in another terminal"); n != 1 {
+		t.Errorf("non-terminal output prints the commands to try %d times, want once", n)
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
