@@ -10,11 +10,11 @@ import (
 type phase int
 
 const (
-	phaseFresh      phase = iota // no my-mirror on the destination: create it and start .*
-	phaseMirroring               // my-mirror exists and still mirrors orders: continue
-	phaseFailedOver              // orders STOPPED in my-mirror (tour step 5): the destination is the primary
-	phaseFailedBack              // ... and the source mirrors orders from the destination (tour step 6)
-	phaseSwitchedBack            // ... and the source stopped that mirror too: both clusters are writable
+	phaseFresh        phase = iota // no my-mirror on the destination: create it and start .*
+	phaseMirroring                 // my-mirror exists and still mirrors orders: continue
+	phaseFailedOver                // orders STOPPED in my-mirror (tour step 5): the destination is the primary
+	phaseFailedBack                // ... and the source mirrors orders from the destination (tour step 6)
+	phaseSwitchedBack              // ... and the source stopped that mirror too: both clusters are writable
 )
 
 // orderMirrors returns the mirrors of ms that hold a partition of Topic, with only
