@@ -25,11 +25,21 @@ func newQuickstartCommand() *cobra.Command {
 		Long: `Runs a source cluster on localhost:9091 and a destination cluster on localhost:9094, creates
 the topic orders (6 partitions) with a producer and the consumer group orders-app on the source,
 creates the cluster mirror my-mirror on the destination and starts mirroring .*, then shows a
-live table and the commands to try next until Ctrl-C, which stops both clusters cleanly.
+live table of every mirror holding orders on either cluster and the commands to try next
+until Ctrl-C, which stops both clusters cleanly. When stdout is not a terminal, the
+commands are printed once and the table when a partition's state changes (at least every
+10 s).
+
+Run again on the same data it continues where it stopped and leaves the mirrors' states
+as they are: after a failover (or failback) it does not restart the mirror, which would
+truncate the now-primary copy; it says which state the data is in. Remove
+./quickstart-data or pass --data OTHER-DIR to start afresh.
 
 With --scripted it runs the disaster-recovery drill unattended instead (mirror, kill -9 the
 source, fail over, resume the group on the destination, restart the source, fail back) and
-exits 0 only if every step held. Its last line is the one-line result.`,
+exits 0 only if every step held. Its last line is the one-line result; the records
+truncated at failback are the source's deliberately unmirrored tail (the RPO of an
+asynchronous mirror), not lost records.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
