@@ -54,9 +54,11 @@ func (b *Broker) handleListOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
 				lastFetchable = lso
 			}
 			switch rp.Timestamp {
-			case latestTimestamp, latestTieredTimestamp:
+			case latestTimestamp:
 				sp.Offset = lastFetchable
 				sp.LeaderEpoch = epoch
+			case latestTieredTimestamp:
+				// No tiered storage: Kafka's UnifiedLog answers offset −1 without an error.
 			case earliestTimestamp, earliestLocalTimestamp:
 				sp.Offset = l.LogStartOffset()
 				sp.LeaderEpoch = l.EpochForOffset(sp.Offset)

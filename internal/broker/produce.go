@@ -25,6 +25,7 @@ func (b *Broker) handleProduce(_ context.Context, req *kmsg.ProduceRequest) kmsg
 		st.Topic = rt.Topic
 		st.TopicID = rt.TopicID
 		ts := b.topicState(rt.Topic)
+		var rules produceRules // resolved once per topic, on the first valid partition
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewProduceResponseTopicPartition()
 			sp.Partition = rp.Partition
@@ -47,7 +48,10 @@ func (b *Broker) handleProduce(_ context.Context, req *kmsg.ProduceRequest) kmsg
 					fail(kerr.PolicyViolation, msg)
 					break
 				}
-				b.produceOne(ts, rp.Partition, rp.Records, now, &sp)
+				if rules.nowMs == 0 {
+					rules = b.produceRules(ts.meta, now)
+				}
+				b.produceOne(ts, rp.Partition, rp.Records, rules, &sp)
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
@@ -60,9 +64,8 @@ func (b *Broker) handleProduce(_ context.Context, req *kmsg.ProduceRequest) kmsg
 }
 
 // produceOne validates and appends one partition's batch as leader.
-func (b *Broker) produceOne(ts *topicState, partition int32, records []byte, now int64, sp *kmsg.ProduceResponseTopicPartition) {
+func (b *Broker) produceOne(ts *topicState, partition int32, records []byte, rules produceRules, sp *kmsg.ProduceResponseTopicPartition) {
 	l := ts.logs[partition]
-	rules := b.produceRules(ts.meta, now)
 	batch, err := validateProduce(records, rules)
 	if err != nil {
 		var ve *validationError
@@ -74,7 +77,7 @@ func (b *Broker) produceOne(ts *topicState, partition int32, records []byte, now
 	}
 	appendTime := int64(-1)
 	if rules.logAppendTime {
-		appendTime = now
+		appendTime = rules.nowMs
 	}
 	appendFn := func() {
 		info, err := l.AppendAsLeader(batch, leaderEpoch(l), appendTime)
