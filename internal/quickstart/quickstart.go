@@ -136,6 +136,14 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("describe the mirrors on %s: %w", src.addr(), err)
 	}
 	ph, haveMirror := classify(dstMirrors, srcMirrors)
+	if haveMirror && ph == phaseMirroring && mirrorEmpty(dstMirrors, Mirror) {
+		// A first run stopped between CreateClusterMirror and StartMirrorTopics: the
+		// mirror holds no topic at all, so starting .* restarts nothing.
+		if err := dstAdm.startMirror(setup, Mirror, nil, []string{".*"}, true); err != nil {
+			return err
+		}
+		say("Started mirroring .* in the existing cluster mirror %s (it held no topic).\n", Mirror)
+	}
 	if !haveMirror {
 		say("Created topic %s (%d partitions) on the source.\n", Topic, Partitions)
 		if err := dstAdm.createMirror(setup, Mirror, src.addr(), true); err != nil {

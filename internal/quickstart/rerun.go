@@ -120,3 +120,13 @@ mirror. Re-mirror by hand (docs/operations.md §4 step 6), or start afresh:`, sr
 	fmt.Fprintf(&b, "\n  stop this quickstart (Ctrl-C) and remove %s, or run it with --data OTHER-DIR.\n", data)
 	return b.String()
 }
+
+// mirrorEmpty reports whether mirror name is in ms and holds no partition.
+func mirrorEmpty(ms []mirrorInfo, name string) bool {
+	for _, m := range ms {
+		if m.Name == name {
+			return len(m.Rows) == 0
+		}
+	}
+	return false
+}
