@@ -197,8 +197,12 @@ func (b *Broker) fetchPartition(l *storage.Log, rp kmsg.FetchRequestTopicPartiti
 	}
 	data, err := l.Read(rp.FetchOffset, int32(limit), maxOffset, first)
 	if err != nil {
-		sp.ErrorCode = kerr.OffsetOutOfRange.Code
-		if !errors.Is(err, storage.ErrOffsetOutOfRange) {
+		switch {
+		case errors.Is(err, storage.ErrOffsetOutOfRange):
+			sp.ErrorCode = kerr.OffsetOutOfRange.Code
+		case errors.Is(err, storage.ErrClosed): // deleted while we read it
+			sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+		default:
 			sp.ErrorCode = kerr.KafkaStorageError.Code
 			b.logger.Error("reading log", "dir", l.Dir(), "err", err)
 		}

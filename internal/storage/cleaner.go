@@ -63,7 +63,7 @@ func (l *Log) Clean(nowMs int64, force bool) (CleanResult, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed.Load() {
-		return CleanResult{}, errClosed
+		return CleanResult{}, ErrClosed
 	}
 	if !l.cfg.compact() {
 		return CleanResult{}, nil
@@ -665,7 +665,7 @@ func (m *Manager) RunCleaner(ctx context.Context, backoffMs int64) {
 					return
 				}
 				res, err := l.Clean(now.UnixMilli(), false)
-				if err != nil && !errors.Is(err, errClosed) {
+				if err != nil && !errors.Is(err, ErrClosed) {
 					m.logger.Error("log cleaning failed", "topic", tp.Topic, "partition", tp.Partition, "err", err)
 				} else if res.Cleaned {
 					m.logger.Info("cleaned log", "topic", tp.Topic, "partition", tp.Partition,

@@ -20,6 +20,8 @@ var (
 	// for it (UnexpectedAppendOffsetException, a replica fetcher error); the mirror
 	// fetcher treats it as a malformed fetch (spec section 3: partition to FAILED).
 	ErrInvalidOffset = errors.New("INVALID_OFFSET: batch base offset is below the log end offset")
-	// errClosed is returned by operations on a closed log.
-	errClosed = errors.New("storage: log is closed")
+	// ErrClosed is returned by operations on a closed or deleted log (a topic deleted
+	// while a request was reading it); the broker answers UNKNOWN_TOPIC_OR_PARTITION, as
+	// Kafka does for a partition that is no longer hosted.
+	ErrClosed = errors.New("storage: log is closed")
 )

@@ -168,7 +168,7 @@ func (l *Log) AppendAsLeader(b record.Batch, leaderEpoch int32, logAppendTimeMs 
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed.Load() {
-		return AppendInfo{}, errClosed
+		return AppendInfo{}, ErrClosed
 	}
 	dup, err := l.ps.checkLeader(b)
 	if err != nil {
@@ -200,7 +200,7 @@ func (l *Log) AppendControlAsLeader(b record.Batch, leaderEpoch int32) (AppendIn
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed.Load() {
-		return AppendInfo{}, errClosed
+		return AppendInfo{}, ErrClosed
 	}
 	if _, err := l.ps.checkLeader(b); err != nil {
 		return AppendInfo{}, err
@@ -221,7 +221,7 @@ func (l *Log) AppendAsFollower(batches []byte) (AppendInfo, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed.Load() {
-		return AppendInfo{}, errClosed
+		return AppendInfo{}, ErrClosed
 	}
 	var ps []pending
 	next := l.leo.Load()
@@ -397,7 +397,7 @@ func (l *Log) Read(offset int64, maxBytes int32, maxOffset int64, minOneBatch bo
 	l.rw.RLock()
 	defer l.rw.RUnlock()
 	if l.closed.Load() {
-		return nil, errClosed
+		return nil, ErrClosed
 	}
 	leo := l.leo.Load()
 	if offset < l.logStart.Load() || offset > leo {

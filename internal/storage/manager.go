@@ -246,7 +246,7 @@ func (m *Manager) RunBackground(ctx context.Context, retentionCheckMs, flushChec
 			return
 		case now := <-retention:
 			for tp, l := range m.openLogs() {
-				if n, err := l.ApplyRetention(now.UnixMilli()); err != nil && !errors.Is(err, errClosed) {
+				if n, err := l.ApplyRetention(now.UnixMilli()); err != nil && !errors.Is(err, ErrClosed) {
 					m.logger.Error("retention failed", "topic", tp.Topic, "partition", tp.Partition, "err", err)
 				} else if n > 0 {
 					m.logger.Info("deleted segments by retention", "topic", tp.Topic, "partition", tp.Partition,

@@ -21,7 +21,7 @@ func (l *Log) OffsetForTimestamp(ts int64) (offset int64, timestamp int64, found
 	l.rw.RLock()
 	defer l.rw.RUnlock()
 	if l.closed.Load() {
-		return 0, 0, false, errClosed
+		return 0, 0, false, ErrClosed
 	}
 	start := l.logStart.Load()
 	for _, seg := range l.segs {

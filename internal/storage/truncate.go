@@ -17,7 +17,7 @@ func (l *Log) TruncateTo(offset int64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed.Load() {
-		return errClosed
+		return ErrClosed
 	}
 	if offset >= l.leo.Load() {
 		return nil
@@ -127,7 +127,7 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed.Load() {
-		return errClosed
+		return ErrClosed
 	}
 	return l.truncateFullyLocked(offset)
 }
@@ -179,7 +179,7 @@ func (l *Log) AdvanceLogStartOffset(offset int64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed.Load() {
-		return errClosed
+		return ErrClosed
 	}
 	if offset > l.leo.Load() {
 		return fmt.Errorf("%w: log start %d above LEO %d", ErrOffsetOutOfRange, offset, l.leo.Load())
@@ -235,7 +235,7 @@ func (l *Log) ApplyRetention(nowMs int64) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed.Load() {
-		return 0, errClosed
+		return 0, ErrClosed
 	}
 	if !l.cfg.deletes() {
 		return 0, nil // compact-only logs are bounded by the cleaner, not retention
