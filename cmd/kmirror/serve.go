@@ -83,10 +83,6 @@ func runBroker(cfg *config.Values, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	if err := b.Listen(); err != nil {
-		b.Shutdown(context.Background())
-		return err
-	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	errc := make(chan error, 1)

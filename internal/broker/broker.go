@@ -97,9 +97,20 @@ func New(cfg *config.Values, logger *slog.Logger, newMirrors NewMirrorsFunc) (*B
 	if strings.Contains(b.dataDir, ",") {
 		return nil, fmt.Errorf("log.dirs: kmirror uses one data directory, got %q", b.dataDir)
 	}
-	if _, err := listenerAddr(cfg.String("listeners")); err != nil {
+	listen, err := listenerAddr(cfg.String("listeners"))
+	if err != nil {
 		return nil, err
 	}
+	// Bind first: a busy port fails before anything is written to log.dirs.
+	if b.listener, err = net.Listen("tcp", listen); err != nil {
+		return nil, fmt.Errorf("listeners: %w", err)
+	}
+	started := false
+	defer func() {
+		if !started {
+			b.listener.Close()
+		}
+	}()
 	adv := cfg.String("advertised.listeners")
 	if adv == "" {
 		adv = cfg.String("listeners")
@@ -136,10 +147,14 @@ func New(cfg *config.Values, logger *slog.Logger, newMirrors NewMirrorsFunc) (*B
 		return nil, err
 	}
 	b.setupServer(advAddr)
+	if b.port == 0 { // listeners on port 0: advertise the port the kernel chose
+		b.port = int32(b.listener.Addr().(*net.TCPAddr).Port)
+	}
 	if err := b.startCoordinators(); err != nil {
 		b.close()
 		return nil, err
 	}
+	started = true
 	return b, nil
 }
 
@@ -175,27 +190,10 @@ func newRequest(key int16) kmsg.Request {
 	return mirrorproto.NewRequest(key)
 }
 
-// Listen binds the configured listener. With port 0 the bound port is advertised.
-func (b *Broker) Listen() error {
-	addr, err := listenerAddr(b.cfg.String("listeners"))
-	if err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("listeners: %w", err)
-	}
-	b.listener = ln
-	if b.port == 0 {
-		b.port = int32(ln.Addr().(*net.TCPAddr).Port)
-	}
-	return nil
-}
-
 // Addr is the advertised host:port.
 func (b *Broker) Addr() string { return net.JoinHostPort(b.host, strconv.Itoa(int(b.port))) }
 
-// Serve accepts connections until Shutdown. Listen must have been called.
+// Serve accepts connections on the listener New bound, until Shutdown.
 func (b *Broker) Serve() error {
 	b.bg.Add(1)
 	go func() {

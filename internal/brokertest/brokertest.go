@@ -64,9 +64,6 @@ func (b *Broker) start() {
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	if err := br.Listen(); err != nil {
-		b.t.Fatal(err)
-	}
 	b.Broker = br
 	b.done = make(chan struct{})
 	go func() { defer close(b.done); br.Serve() }()

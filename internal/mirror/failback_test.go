@@ -52,9 +52,6 @@ func (kb *kbroker) start() {
 	if err != nil {
 		kb.t.Fatal(err)
 	}
-	if err := b.Listen(); err != nil {
-		kb.t.Fatal(err)
-	}
 	kb.b = b
 	kb.done = make(chan struct{})
 	go func() { defer close(kb.done); b.Serve() }()

@@ -78,11 +78,6 @@ func startInProcess(name string, port int, dir string) (*cluster, error) {
 		logf.Close()
 		return nil, fmt.Errorf("%s cluster: %w", name, err)
 	}
-	if err := b.Listen(); err != nil {
-		b.Shutdown(context.Background())
-		logf.Close()
-		return nil, fmt.Errorf("%s cluster: %w", name, err)
-	}
 	c := &cluster{name: name, port: port, dir: dir, b: b, done: make(chan struct{})}
 	go func() {
 		defer close(c.done)

@@ -396,3 +396,28 @@ func TestServeBadConfig(t *testing.T) {
 		t.Fatalf("stderr %q: want one line naming log.retention.ms", out)
 	}
 }
+
+// TestServeBusyPort: `kmirror serve` on a port in use exits non-zero with one line naming
+// the listener, and writes nothing to its data directory (no new cluster ID).
+func TestServeBusyPort(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	data := filepath.Join(t.TempDir(), "data")
+	cmd := exec.Command(kmirrorBin(t), "serve", "--listeners", "PLAINTEXT://"+ln.Addr().String(), "--log-dirs", data)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err = cmd.Run()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() == 0 {
+		t.Fatalf("exit: %v, want a non-zero exit", err)
+	}
+	out := strings.TrimSpace(stderr.String())
+	if strings.Count(out, "\n") != 0 || !strings.Contains(out, "address already in use") {
+		t.Fatalf("stderr %q: want one line saying the address is in use", out)
+	}
+	if _, err := os.Stat(data); !os.IsNotExist(err) {
+		t.Fatalf("data directory %s was created by a broker that could not bind", data)
+	}
+}
