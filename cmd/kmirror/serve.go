@@ -55,6 +55,11 @@ func newServeCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			for k := range props {
+				if config.Broker[k] == nil { // Kafka's AbstractConfig.logUnused
+					logger.Warn("The configuration was supplied but isn't a known config", "key", k)
+				}
+			}
 			return runBroker(cfg, logger)
 		},
 	}
