@@ -20,17 +20,25 @@ import (
 // recordSize is the value size of every record, in bytes.
 const recordSize = 1024
 
-// values is a pool of record values: letters from a 16-letter alphabet (about 4 bits of
-// entropy per byte, so zstd compresses them roughly 2:1, like typical text payloads).
+// values is a pool of record values: text of words drawn from a 512-word vocabulary, so
+// that zstd compresses them about as well as typical log or JSON payloads.
 var values = func() [][]byte {
 	r := rand.New(rand.NewSource(1))
+	words := make([]string, 512)
+	for i := range words {
+		w := make([]byte, 3+r.Intn(7))
+		for j := range w {
+			w[j] = byte('a' + r.Intn(26))
+		}
+		words[i] = string(w)
+	}
 	vs := make([][]byte, 4096)
 	for i := range vs {
-		v := make([]byte, recordSize)
-		for j := range v {
-			v[j] = byte('a' + r.Intn(16))
+		v := make([]byte, 0, recordSize+16)
+		for len(v) < recordSize {
+			v = append(append(v, words[r.Intn(len(words))]...), ' ')
 		}
-		vs[i] = v
+		vs[i] = v[:recordSize]
 	}
 	return vs
 }()
