@@ -16,7 +16,10 @@
 // batch epoch + 10 when a mirrored batch epoch comes within 3 below a raised local epoch
 // (possible only after a failover was followed by mirroring again without truncation).
 // A batch epoch above the local epoch is appended directly (the cache follows it), which
-// keeps DLE ≥ SLE without a separate fencing step. On a single node the HW is the LEO.
+// keeps DLE ≥ SLE without a separate fencing step. A truncation by the mirror never
+// lowers the leader epoch (partition.truncateLog assigns the previous latest epoch again
+// at the new LEO), and LastFetchedEpoch is the epoch of the last batch in the log, not a
+// raised epoch. On a single node the HW is the LEO.
 //
 // The mirror path never decodes records: batches are checked with record.Next and
 // Batch.Check and appended with storage.Log.AppendAsFollower.

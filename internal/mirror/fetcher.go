@@ -132,7 +132,7 @@ func (f *fetcher) fetchOnce(ctx context.Context, ps []*partition) bool {
 			continue
 		}
 		fo := l.LogEndOffset()
-		lfe := l.LatestEpoch()
+		lfe := p.lastFetchedEpoch(l)
 		p.mu.Unlock()
 		if p.topicID == (metadata.TopicID{}) {
 			useIDs = false

@@ -42,6 +42,11 @@ type partition struct {
 	nextRetry time.Time
 	raiseTo   int32 // a scheduled EPOCH_FENCING raise, 0 = none
 	fetchErrs int   // consecutive connection-level fetch errors
+	// lfe is the epoch of the last batch in the log (the fetch's LastFetchedEpoch),
+	// valid while lfeOK and the LEO is lfeAt; truncations clear lfeOK.
+	lfe   int32
+	lfeAt int64
+	lfeOK bool
 
 	cur      atomic.Int32 // st.State, readable without mu (CheckWrite)
 	sourceHW atomic.Int64 // source HW from the latest fetch response, −1 unknown
@@ -140,13 +145,7 @@ func (p *partition) truncateTo(l *storage.Log, target int64, why string) error {
 	if target >= leo {
 		return nil
 	}
-	var err error
-	if target <= l.LogStartOffset() {
-		err = l.TruncateFullyAndStartAt(target)
-	} else {
-		err = l.TruncateTo(target)
-	}
-	if err != nil {
+	if err := p.truncateLog(l, target, target <= l.LogStartOffset()); err != nil {
 		return err
 	}
 	p.st.TruncatedOffset = target
@@ -156,6 +155,62 @@ func (p *partition) truncateTo(l *storage.Log, target int64, why string) error {
 	return nil
 }
 
+// truncateLog is the one way the mirror truncates a local log: TruncateTo(offset), or
+// TruncateFullyAndStartAt(offset) when fully is set. A truncation never lowers the
+// partition's leader epoch (max(0, LatestEpoch), spec sections 6 and 16): when it dropped
+// entries off the leader-epoch cache, the previous latest epoch is assigned again at the
+// new LEO, so an epoch raised by a failover is never reused for different history. It
+// also forgets the cached LastFetchedEpoch. mu held.
+func (p *partition) truncateLog(l *storage.Log, offset int64, fully bool) error {
+	p.lfeOK = false
+	before := l.LatestEpoch()
+	var err error
+	if fully {
+		err = l.TruncateFullyAndStartAt(offset)
+	} else {
+		err = l.TruncateTo(offset)
+	}
+	if err != nil {
+		return err
+	}
+	if before >= 0 && l.LatestEpoch() < before {
+		return l.AssignEpoch(before, l.LogEndOffset())
+	}
+	return nil
+}
+
+// lastFetchedEpoch is the Fetch LastFetchedEpoch for the log: the leader epoch of the
+// last batch in it, −1 when the log holds no batch (Kafka's follower sends the epoch of
+// the last batch it appended). It is not LatestEpoch: an epoch raised without records
+// (failover, EPOCH_FENCING, truncateLog) is not a source epoch, and a Kafka source
+// answers it with OFFSET_OUT_OF_RANGE or DivergingEpoch on every fetch. mu held.
+func (p *partition) lastFetchedEpoch(l *storage.Log) int32 {
+	leo := l.LogEndOffset()
+	if p.lfeOK && p.lfeAt == leo {
+		return p.lfe
+	}
+	p.lfe, p.lfeAt, p.lfeOK = lastBatchEpoch(l), leo, true
+	return p.lfe
+}
+
+// lastBatchEpoch reads the leader epoch of the batch holding LEO−1 from the log; −1 when
+// the log is empty or the read fails.
+func lastBatchEpoch(l *storage.Log) int32 {
+	leo := l.LogEndOffset()
+	if leo <= l.LogStartOffset() {
+		return -1
+	}
+	data, err := l.Read(leo-1, record.HeaderSize, leo, true)
+	if err != nil || len(data) == 0 {
+		return -1
+	}
+	b, _, err := record.Next(data)
+	if err != nil {
+		return -1
+	}
+	return b.LeaderEpoch()
+}
+
 // skipTo jumps an empty-or-behind log to the source log start (spec section 16: silent
 // loss is never silent). mu held.
 func (p *partition) skipTo(l *storage.Log, sourceStart int64) error {
@@ -163,7 +218,7 @@ func (p *partition) skipTo(l *storage.Log, sourceStart int64) error {
 	if sourceStart <= leo {
 		return nil
 	}
-	if err := l.TruncateFullyAndStartAt(sourceStart); err != nil {
+	if err := p.truncateLog(l, sourceStart, true); err != nil {
 		return err
 	}
 	skipped := sourceStart - leo
@@ -258,6 +313,7 @@ func (p *partition) appendBatches(l *storage.Log, data []byte) error {
 	p.bytesFetched.Add(int64(len(data)))
 	leo := l.LogEndOffset()
 	var start, end int // data[start:end] is appended
+	lastEpoch := int32(-1)
 	var advanceTo int64 = -1
 	latest := l.LatestEpoch()
 	pos := 0
@@ -285,7 +341,7 @@ func (p *partition) appendBatches(l *storage.Log, data []byte) error {
 			if leo != l.LogStartOffset() {
 				return fmt.Errorf("%w: batch %d..%d straddles the log end offset %d", errCorruptBatch, b.BaseOffset(), b.LastOffset(), leo)
 			}
-			if err := l.TruncateFullyAndStartAt(b.BaseOffset()); err != nil {
+			if err := p.truncateLog(l, b.BaseOffset(), true); err != nil {
 				return err
 			}
 			advanceTo = leo
@@ -299,6 +355,7 @@ func (p *partition) appendBatches(l *storage.Log, data []byte) error {
 			latest = e
 		}
 		leo = b.NextOffset()
+		lastEpoch = b.LeaderEpoch()
 		pos += size
 		end = pos
 	}
@@ -306,6 +363,7 @@ func (p *partition) appendBatches(l *storage.Log, data []byte) error {
 		if _, err := l.AppendAsFollower(data[start:end]); err != nil {
 			return fmt.Errorf("append mirrored batches: %w", err)
 		}
+		p.lfe, p.lfeAt, p.lfeOK = lastEpoch, l.LogEndOffset(), true
 		p.bytesAppended.Add(int64(end - start))
 		p.batchesAppended.Add(1)
 		if p.st.RetryAttempt > 0 {

@@ -505,7 +505,7 @@ func (r *mirrorRT) align(p *partition) {
 		}
 	}
 	if startAt > 0 {
-		if err := l.TruncateFullyAndStartAt(startAt); err != nil {
+		if err := p.truncateLog(l, startAt, true); err != nil {
 			p.fail("LOG_ALIGNMENT start offset: "+err.Error(), false)
 			return
 		}
