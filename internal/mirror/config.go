@@ -491,6 +491,16 @@ func (c *mirrorConfig) clientOpts(mirrorName string) ([]kgo.Opt, error) {
 	return opts, nil
 }
 
+// describeSecurity names the security settings of the source connection for error
+// messages, without secrets: "PLAINTEXT", "SSL" or "SASL_SSL (SASL SCRAM-SHA-512 as user
+// bob; a source that rejects the credentials closes the connection)".
+func (c *mirrorConfig) describeSecurity() string {
+	if !strings.HasPrefix(c.securityProtocol, "SASL") {
+		return c.securityProtocol
+	}
+	return fmt.Sprintf("%s (SASL %s as user %s; a source that rejects the credentials closes the connection)", c.securityProtocol, c.saslMechanism, c.saslUser)
+}
+
 // connectionKey is a fingerprint of the connection settings: a change reconnects.
 func connectionKey(raw map[string]string) string {
 	var keys []string

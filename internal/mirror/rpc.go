@@ -88,7 +88,7 @@ func (m *Manager) CreateClusterMirror(ctx context.Context, req *mirrorproto.Crea
 	defer cancel()
 	cid, err := src.clusterID(rctx)
 	if err != nil {
-		return fail(kerr.NetworkException.Code, "cannot reach the source cluster at %s: %v", strings.Join(cfg.bootstrap, ","), err)
+		return fail(kerr.NetworkException.Code, "cannot reach the source cluster at %s over %s: %v", strings.Join(cfg.bootstrap, ","), cfg.describeSecurity(), err)
 	}
 	if want := strings.TrimSpace(raw[cfgSourceClusterID]); want != "" && want != cid {
 		return fail(kerr.InvalidConfig.Code, "%s %s does not match the source's cluster ID %s", cfgSourceClusterID, want, cid)

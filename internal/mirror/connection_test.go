@@ -1,0 +1,293 @@
+package mirror
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/kmirror/kmirror/internal/mirrorproto"
+)
+
+// Source connection tests (spec sections 3, 10, 11): SASL/PLAIN and SCRAM, TLS, secrets
+// in DescribeConfigs, reconnection on connection config changes, start.offset and
+// several fetchers per source broker.
+
+// saslMech returns franz-go's client mechanism for a Kafka mechanism name.
+func saslMech(mech, user, pass string) sasl.Mechanism {
+	switch mech {
+	case "PLAIN":
+		return plain.Auth{User: user, Pass: pass}.AsMechanism()
+	case "SCRAM-SHA-256":
+		return scram.Auth{User: user, Pass: pass}.AsSha256Mechanism()
+	default:
+		return scram.Auth{User: user, Pass: pass}.AsSha512Mechanism()
+	}
+}
+
+// newSecureKfake starts a kfake source with opts and returns it with a client that uses
+// clientOpts (SASL, TLS) to reach it.
+func newSecureKfake(t *testing.T, opts []kfake.Opt, clientOpts ...kgo.Opt) (*kfake.Cluster, *kgo.Client) {
+	t.Helper()
+	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}, clientOpts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return c, cl
+}
+
+// produceWith produces n records to topic through cl.
+func produceWith(t *testing.T, cl *kgo.Client, topic string, n int) {
+	t.Helper()
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: topic, Key: []byte(fmt.Sprintf("k%d", i%7)), Value: []byte(fmt.Sprintf("v-%d", i))}
+	}
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+}
+
+// createMirrorErr sends CreateClusterMirror and returns its error (nil on success).
+func (e *env) createMirrorErr(name string, cfg ...string) error {
+	req := &mirrorproto.CreateClusterMirrorRequest{MirrorName: name}
+	for i := 0; i+1 < len(cfg); i += 2 {
+		req.Config = append(req.Config, mirrorproto.CreateClusterMirrorRequestConfig{Name: cfg[i], Value: cfg[i+1]})
+	}
+	resp := e.m.CreateClusterMirror(ctxT(e.t), req)
+	if resp.ErrorCode != 0 {
+		return mirrorproto.ErrorFor(resp.ErrorCode, resp.ErrorMessage)
+	}
+	return nil
+}
+
+// checkIdentity compares every partition of topic byte for byte.
+func (e *env) checkIdentity(src *kgo.Client, topic string, partitions int32) {
+	e.t.Helper()
+	for p := int32(0); p < partitions; p++ {
+		sameBatches(e.t, fmt.Sprintf("%s-%d", topic, p), sourceBatches(e.t, src, topic, p), localBatches(e.t, e.localLog(topic, p)))
+	}
+}
+
+// assertClear fails unless err is a single line naming every word of want.
+func assertClear(t *testing.T, what string, err error, want ...string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("%s: no error", what)
+	}
+	msg := err.Error()
+	if strings.Contains(msg, "\n") {
+		t.Fatalf("%s: error is not one line: %q", what, msg)
+	}
+	for _, w := range want {
+		if !strings.Contains(strings.ToLower(msg), strings.ToLower(w)) {
+			t.Fatalf("%s: error %q does not mention %q", what, msg, w)
+		}
+	}
+}
+
+func TestSourceSASL(t *testing.T) {
+	cases := []struct {
+		mech string
+		jaas bool
+	}{
+		{"PLAIN", true},
+		{"PLAIN", false},
+		{"SCRAM-SHA-256", true},
+		{"SCRAM-SHA-512", false},
+	}
+	for _, tc := range cases {
+		name := tc.mech
+		if tc.jaas {
+			name += "/jaas"
+		} else {
+			name += "/username"
+		}
+		t.Run(name, func(t *testing.T) {
+			c, src := newSecureKfake(t, []kfake.Opt{kfake.EnableSASL(), kfake.Superuser(tc.mech, "alice", "alice-secret"), kfake.SeedTopics(2, "orders")},
+				kgo.SASL(saslMech(tc.mech, "alice", "alice-secret")))
+			produceWith(t, src, "orders", 200)
+			e := newEnv(t)
+			creds := func(pass string) []string {
+				cfg := []string{"bootstrap.servers", c.ListenAddrs()[0], "security.protocol", "SASL_PLAINTEXT",
+					"sasl.mechanism", tc.mech, "request.timeout.ms", "5000"}
+				if tc.jaas {
+					module := "org.apache.kafka.common.security.plain.PlainLoginModule"
+					if tc.mech != "PLAIN" {
+						module = "org.apache.kafka.common.security.scram.ScramLoginModule"
+					}
+					return append(cfg, "sasl.jaas.config", fmt.Sprintf(`%s required username="alice" password="%s";`, module, pass))
+				}
+				return append(cfg, "sasl.username", "alice", "sasl.password", pass)
+			}
+			// wrong credentials: the create fails with one line naming the SASL failure
+			err := e.createMirrorErr("bad", creds("wrong")...)
+			assertClear(t, "wrong password", err, "cannot reach the source", "SASL")
+			if strings.Contains(err.Error(), "wrong") {
+				t.Fatalf("the error leaks the password: %v", err)
+			}
+			if err := e.createMirrorErr("m1", creds("alice-secret")...); err != nil {
+				t.Fatal(err)
+			}
+			e.startTopics("m1", "orders")
+			e.waitCaughtUp(src, "m1", "orders")
+			produceWith(t, src, "orders", 50)
+			e.waitCaughtUp(src, "m1", "orders")
+			e.checkIdentity(src, "orders", 2)
+		})
+	}
+}
+
+// testCA is a self-signed CA that signs server certificates for 127.0.0.1/localhost.
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pem  []byte
+}
+
+func newTestCA(t *testing.T, cn string) *testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: cn},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+}
+
+// serverTLS returns a listener TLS config with a certificate signed by ca.
+func (ca *testCA) serverTLS(t *testing.T) *tls.Config {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "localhost"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1")},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
+}
+
+// file writes the CA's PEM to a temp file and returns its path.
+func (ca *testCA) file(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(path, ca.pem, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestSourceTLS(t *testing.T) {
+	for _, proto := range []string{"SSL", "SASL_SSL"} {
+		t.Run(proto, func(t *testing.T) {
+			ca := newTestCA(t, "kmirror test CA")
+			pool := x509.NewCertPool()
+			pool.AddCert(ca.cert)
+			opts := []kfake.Opt{kfake.TLS(ca.serverTLS(t)), kfake.SeedTopics(2, "orders")}
+			clientOpts := []kgo.Opt{kgo.DialTLSConfig(&tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool})}
+			cfg := []string{"security.protocol", proto, "ssl.truststore.location", ca.file(t), "request.timeout.ms", "5000"}
+			if proto == "SASL_SSL" {
+				opts = append(opts, kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-512", "bob", "bob-secret"))
+				clientOpts = append(clientOpts, kgo.SASL(saslMech("SCRAM-SHA-512", "bob", "bob-secret")))
+				cfg = append(cfg, "sasl.mechanism", "SCRAM-SHA-512", "sasl.username", "bob", "sasl.password", "bob-secret")
+			}
+			c, src := newSecureKfake(t, opts, clientOpts...)
+			produceWith(t, src, "orders", 200)
+			e := newEnv(t)
+			bootstrap := []string{"bootstrap.servers", c.ListenAddrs()[0]}
+
+			// a CA that did not sign the source's certificate: one line naming the cause
+			other := newTestCA(t, "some other CA")
+			bad := append(append(append([]string{}, bootstrap...), cfg...), "ssl.truststore.location", other.file(t))
+			assertClear(t, "wrong CA", e.createMirrorErr("bad", bad...), "cannot reach the source", "certificate")
+			// plaintext against a TLS listener fails too
+			assertClear(t, "PLAINTEXT to TLS", e.createMirrorErr("bad", append(append([]string{}, bootstrap...), "request.timeout.ms", "3000")...), "cannot reach the source")
+
+			if err := e.createMirrorErr("m1", append(bootstrap, cfg...)...); err != nil {
+				t.Fatal(err)
+			}
+			e.startTopics("m1", "orders")
+			e.waitCaughtUp(src, "m1", "orders")
+			produceWith(t, src, "orders", 50)
+			e.waitCaughtUp(src, "m1", "orders")
+			e.checkIdentity(src, "orders", 2)
+		})
+	}
+}
+
+// TestMirrorConfigSecrets: DescribeConfigs of the CLUSTER_MIRROR resource never returns
+// sasl.jaas.config, sasl.password, ssl.key.password or inline PEM keys.
+func TestMirrorConfigSecrets(t *testing.T) {
+	c, _ := newKfake(t)
+	e := newEnv(t)
+	e.createMirror("m1", c.ListenAddrs()[0], "sasl.jaas.config", `x required username="u" password="SECRET-1";`,
+		"sasl.password", "SECRET-2", "ssl.key.password", "SECRET-3", "ssl.keystore.key", "SECRET-4", "mirror.sasl.username", "u")
+	cfgs, err := e.m.DescribeMirrorConfigs("m1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, c := range cfgs {
+		seen[c.Name] = true
+		switch c.Name {
+		case "sasl.jaas.config", "sasl.password", "ssl.key.password", "ssl.keystore.key":
+			if c.Value != nil || !c.IsSensitive {
+				t.Fatalf("%s: secret returned: value %q sensitive %v", c.Name, strOf(c.Value), c.IsSensitive)
+			}
+		default:
+			if c.Value != nil && strings.Contains(*c.Value, "SECRET") {
+				t.Fatalf("%s leaks a secret: %q", c.Name, *c.Value)
+			}
+		}
+	}
+	for _, n := range []string{"sasl.jaas.config", "sasl.password", "ssl.key.password", "sasl.username"} {
+		if !seen[n] {
+			t.Fatalf("%s not described: %+v", n, cfgs)
+		}
+	}
+	// nor does ListClusterMirrors/DescribeClusterMirrors carry them
+	resp := e.m.DescribeClusterMirrors(context.Background(), &mirrorproto.DescribeClusterMirrorsRequest{})
+	if s := fmt.Sprintf("%+v", resp); strings.Contains(s, "SECRET") {
+		t.Fatalf("DescribeClusterMirrors leaks a secret: %s", s)
+	}
+}
