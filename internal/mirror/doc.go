@@ -22,5 +22,5 @@
 // raised epoch. On a single node the HW is the LEO.
 //
 // The mirror path never decodes records: batches are checked with record.Next and
-// Batch.Check and appended with storage.Log.AppendAsFollower.
+// Batch.Check and appended with storage.Log.AppendAsFollowerVerified.
 package mirror

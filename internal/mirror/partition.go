@@ -360,7 +360,8 @@ func (p *partition) appendBatches(l *storage.Log, data []byte) error {
 		end = pos
 	}
 	if end > start {
-		if _, err := l.AppendAsFollower(data[start:end]); err != nil {
+		// every batch was CRC-checked above (before any straddle truncation): once only
+		if _, err := l.AppendAsFollowerVerified(data[start:end]); err != nil {
 			return fmt.Errorf("append mirrored batches: %w", err)
 		}
 		p.lfe, p.lfeAt, p.lfeOK = lastEpoch, l.LogEndOffset(), true

@@ -218,6 +218,17 @@ func (l *Log) AppendControlAsLeader(b record.Batch, leaderEpoch int32) (AppendIn
 // updated as for leader appends. A batch epoch above the latest cached epoch is assigned
 // at the batch's base offset.
 func (l *Log) AppendAsFollower(batches []byte) (AppendInfo, error) {
+	return l.appendAsFollower(batches, true)
+}
+
+// AppendAsFollowerVerified is AppendAsFollower for batches whose CRC-32C the caller
+// has already checked with record.Batch.Check (the mirror fetcher, spec section 3):
+// framing and offsets are still checked, the CRC is not computed again.
+func (l *Log) AppendAsFollowerVerified(batches []byte) (AppendInfo, error) {
+	return l.appendAsFollower(batches, false)
+}
+
+func (l *Log) appendAsFollower(batches []byte, checkCRC bool) (AppendInfo, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed.Load() {
@@ -230,8 +241,12 @@ func (l *Log) AppendAsFollower(batches []byte) (AppendInfo, error) {
 		if err != nil {
 			return AppendInfo{}, fmt.Errorf("%w: at byte %d: %w", ErrCorrupt, off, err)
 		}
-		if err := b.Check(); err != nil {
-			return AppendInfo{}, fmt.Errorf("%w: at byte %d: %w", ErrCorrupt, off, err)
+		if checkCRC {
+			if err := b.Check(); err != nil {
+				return AppendInfo{}, fmt.Errorf("%w: at byte %d: %w", ErrCorrupt, off, err)
+			}
+		} else if err := checkFraming(b); err != nil {
+			return AppendInfo{}, fmt.Errorf("at byte %d: %w", off, err)
 		}
 		if b.BaseOffset() < next {
 			return AppendInfo{}, fmt.Errorf("%w: batch base offset %d, expected at least %d", ErrInvalidOffset, b.BaseOffset(), next)

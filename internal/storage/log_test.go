@@ -440,11 +440,21 @@ func TestFollowerAppend(t *testing.T) {
 	if _, err := l.AppendAsFollower(p[:len(p)-3]); !isErr(err, ErrCorrupt) {
 		t.Fatalf("partial: %v", err)
 	}
+	// The verified variant still checks framing and offsets, not the CRC.
+	if _, err := l.AppendAsFollowerVerified(p[:len(p)-3]); !isErr(err, ErrCorrupt) {
+		t.Fatalf("verified partial: %v", err)
+	}
+	if _, err := l.AppendAsFollowerVerified(mkBatch(t, batchOpts{base: 101})); !isErr(err, ErrInvalidOffset) {
+		t.Fatalf("verified below LEO: %v", err)
+	}
 	if l.LogEndOffset() != 102 {
 		t.Fatalf("failed appends moved the LEO")
 	}
+	if info, err := l.AppendAsFollowerVerified(mkBatch(t, batchOpts{base: 102, n: 2})); err != nil || info.LastOffset != 103 {
+		t.Fatalf("verified append: %+v %v", info, err)
+	}
 	// A leader append after a follower gap continues at the LEO.
-	if info := mustAppend(t, l, mkBatch(t, batchOpts{}), 21); info.FirstOffset != 102 {
+	if info := mustAppend(t, l, mkBatch(t, batchOpts{}), 21); info.FirstOffset != 104 {
 		t.Fatalf("leader append at %d", info.FirstOffset)
 	}
 	l.Close()
