@@ -18,8 +18,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
@@ -290,4 +292,98 @@ func TestMirrorConfigSecrets(t *testing.T) {
 	if s := fmt.Sprintf("%+v", resp); strings.Contains(s, "SECRET") {
 		t.Fatalf("DescribeClusterMirrors leaks a secret: %s", s)
 	}
+}
+
+// alterMirror sets mirror configs through AlterMirrorConfigs (IncrementalAlterConfigs on
+// the CLUSTER_MIRROR resource).
+func (e *env) alterMirror(name string, kv ...string) {
+	e.t.Helper()
+	var ops []kmsg.IncrementalAlterConfigsRequestResourceConfig
+	for i := 0; i+1 < len(kv); i += 2 {
+		op := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		op.Name, op.Op, op.Value = kv[i], kmsg.IncrementalAlterConfigOpSet, kmsg.StringPtr(kv[i+1])
+		ops = append(ops, op)
+	}
+	if err := e.m.AlterMirrorConfigs(ctxT(e.t), name, ops, false); err != nil {
+		e.t.Fatalf("AlterMirrorConfigs: %v", err)
+	}
+}
+
+// waitReconnected waits until mirror's source client is no longer old and returns the new one.
+func (e *env) waitReconnected(mirror string, old *source) *source {
+	e.t.Helper()
+	var cur *source
+	eventually(e.t, func() string { return "the mirror's source client was never replaced" }, func() bool {
+		cur = e.m.runner(mirror).sourceSnapshot()
+		return cur != nil && cur != old
+	})
+	return cur
+}
+
+// TestAlterConnectionReconnects: changing bootstrap.servers or the SASL credentials with
+// IncrementalAlterConfigs replaces the mirror's source client and its fetchers (spec
+// section 10), and mirroring continues; a wrong password shows as FAILED partitions with
+// a clear message, and fixing it recovers them.
+func TestAlterConnectionReconnects(t *testing.T) {
+	c, src := newSecureKfake(t, []kfake.Opt{kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-256", "alice", "pw-1"), kfake.SeedTopics(4, "orders")},
+		kgo.SASL(saslMech("SCRAM-SHA-256", "alice", "pw-1")))
+	addrs := c.ListenAddrs()
+	produceWith(t, src, "orders", 200)
+	e := newEnv(t)
+	if err := e.createMirrorErr("m1", "bootstrap.servers", addrs[0], "security.protocol", "SASL_PLAINTEXT",
+		"sasl.mechanism", "SCRAM-SHA-256", "sasl.username", "alice", "sasl.password", "pw-1", "fetch.backoff.ms", "50", "request.timeout.ms", "2000"); err != nil {
+		t.Fatal(err)
+	}
+	e.startTopics("m1", "orders")
+	e.waitCaughtUp(src, "m1", "orders")
+	s0 := e.m.runner("m1").sourceSnapshot()
+
+	// another address of the same source cluster (the broker's host name instead of its IP)
+	e.alterMirror("m1", "bootstrap.servers", strings.Replace(addrs[0], "127.0.0.1", "localhost", 1))
+	s1 := e.waitReconnected("m1", s0)
+	produceWith(t, src, "orders", 100)
+	e.waitCaughtUp(src, "m1", "orders")
+
+	// rotate alice's password on the source, then on the mirror
+	adm := kadm.NewClient(src)
+	res, err := adm.AlterUserSCRAMs(ctxT(t), nil, []kadm.UpsertSCRAM{{User: "alice", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: "pw-2"}})
+	if err == nil {
+		err = res.Error()
+	}
+	if err != nil {
+		t.Fatalf("rotate the source password: %v", err)
+	}
+	e.alterMirror("m1", "sasl.password", "pw-2")
+	s2 := e.waitReconnected("m1", s1)
+	src2, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.SASL(saslMech("SCRAM-SHA-256", "alice", "pw-2")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src2.Close()
+	produceWith(t, src2, "orders", 100)
+	e.waitCaughtUp(src2, "m1", "orders")
+
+	// a wrong password: the partitions fail with a message naming the SASL settings
+	e.alterMirror("m1", "sasl.password", "not-the-password")
+	s3 := e.waitReconnected("m1", s2)
+	produceWith(t, src2, "orders", 10)
+	var failed string
+	eventually(t, func() string { return fmt.Sprintf("no FAILED partition: %+v", e.describe("m1", "orders")) }, func() bool {
+		for _, p := range e.describe("m1", "orders") {
+			if p.State == mirrorproto.StateFailed && p.ErrorMessage != nil {
+				failed = *p.ErrorMessage
+				return true
+			}
+		}
+		return false
+	})
+	assertClear(t, "FAILED after a wrong password", fmt.Errorf("%s", failed), "SASL", "alice")
+	if strings.Contains(failed, "not-the-password") {
+		t.Fatalf("the error leaks the password: %s", failed)
+	}
+	// fixed: FAILED partitions are retried and catch up, nothing lost or duplicated
+	e.alterMirror("m1", "sasl.password", "pw-2")
+	e.waitReconnected("m1", s3)
+	e.waitCaughtUp(src2, "m1", "orders")
+	e.checkIdentity(src2, "orders", 4)
 }

@@ -3,6 +3,7 @@ package mirror
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -81,9 +82,11 @@ func (fetchV12) MaxVersion() int16 { return 12 }
 
 func (f *fetcher) run(ctx context.Context) {
 	defer close(f.done)
+	var pre *prefetch // the next Fetch, already sent
 	for ctx.Err() == nil {
 		ps := f.snapshot()
 		if len(ps) == 0 {
+			pre = nil
 			select {
 			case <-ctx.Done():
 				return
@@ -91,7 +94,10 @@ func (f *fetcher) run(ctx context.Context) {
 			}
 			continue
 		}
-		if !f.fetchOnce(ctx, ps) {
+		var ok bool
+		ok, pre = f.fetchOnce(ctx, ps, pre)
+		if !ok {
+			pre = nil
 			select {
 			case <-ctx.Done():
 				return
@@ -101,94 +107,65 @@ func (f *fetcher) run(ctx context.Context) {
 	}
 }
 
-// fetchOnce sends one Fetch and applies it; false asks for the fetch backoff.
-func (f *fetcher) fetchOnce(ctx context.Context, ps []*partition) bool {
+// fetchOnce sends one Fetch (or takes the valid prefetched one) and applies it; false
+// asks for the fetch backoff. It returns the next Fetch when it could send it before
+// appending (prefetch).
+func (f *fetcher) fetchOnce(ctx context.Context, ps []*partition, pre *prefetch) (bool, *prefetch) {
 	cfg := f.r.cfgSnapshot()
 	src := f.r.sourceSnapshot()
 	if src == nil {
-		return false
+		return false, nil
 	}
-	req := kmsg.NewPtrFetchRequest()
-	req.ReplicaID = -1
-	req.ReplicaState.ID = -1
-	req.MaxWaitMillis = cfg.fetchWaitMaxMs
-	req.MinBytes = cfg.fetchMinBytes
-	req.MaxBytes = cfg.fetchRespMax
-	req.IsolationLevel = 0
-	req.SessionEpoch = -1
-	type fetchKey struct {
-		topic string
-		part  int32
-	}
-	offsets := map[fetchKey]int64{}
-	topicIdx := map[string]int{}
-	useIDs := true
-	for _, p := range ps {
-		p.mu.Lock()
-		l, err := p.getLog()
-		if err != nil {
-			p.fail("open local log: "+err.Error(), false)
-			p.mu.Unlock()
-			continue
+	var resp *kmsg.FetchResponse
+	var offsets map[fetchKey]int64
+	if pre.valid(src, ps) {
+		resp, offsets = pre.wait(ctx)
+		if ctx.Err() != nil {
+			return true, nil
 		}
-		fo := l.LogEndOffset()
-		lfe := p.lastFetchedEpoch(l)
-		p.mu.Unlock()
-		if p.topicID == (metadata.TopicID{}) {
-			useIDs = false
+	}
+	var reqPos map[*partition]fetchPos
+	var kresp kmsg.Response
+	var err error
+	if resp == nil {
+		var kreq kmsg.Request
+		kreq, offsets, reqPos = f.buildFetch(cfg, ps, nil)
+		if kreq == nil {
+			return false, nil
 		}
-		i, ok := topicIdx[p.topic]
-		if !ok {
-			t := kmsg.NewFetchRequestTopic()
-			t.Topic = p.topic
-			t.TopicID = p.topicID
-			req.Topics = append(req.Topics, t)
-			i = len(req.Topics) - 1
-			topicIdx[p.topic] = i
-		}
-		rp := kmsg.NewFetchRequestTopicPartition()
-		rp.Partition = p.index
-		rp.FetchOffset = fo
-		rp.LastFetchedEpoch = lfe
-		rp.CurrentLeaderEpoch = -1
-		rp.LogStartOffset = -1
-		rp.PartitionMaxBytes = cfg.fetchMaxBytes
-		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
-		offsets[fetchKey{p.topic, p.index}] = fo
+		broker := src.cl.Broker(int(f.key.broker))
+		kresp, err = broker.Request(ctx, kreq)
+	} else {
+		reqPos = pre.pos
 	}
-	if len(req.Topics) == 0 {
-		return false
-	}
-	var kreq kmsg.Request = req
-	if !useIDs {
-		kreq = fetchV12{req}
-	}
-	broker := src.cl.Broker(int(f.key.broker))
-	kresp, err := broker.Request(ctx, kreq)
 	if err != nil {
 		if ctx.Err() != nil {
-			return true
+			return true, nil
 		}
 		f.r.m.log.Warn("mirror fetch failed", "mirror", f.r.name, "sourceBroker", f.key.broker, "err", err)
 		f.r.requestMeta()
+		msg := fmt.Sprintf("fetch from source broker %d over %s: %v", f.key.broker, cfg.describeSecurity(), err)
 		for _, p := range ps {
 			p.mu.Lock()
 			p.fetchErrs++
 			if p.fetchErrs >= 3 {
 				p.fetchErrs = 0
-				p.fail("fetch from source broker: "+err.Error(), false)
+				p.fail(msg, false)
 			}
 			p.mu.Unlock()
 		}
-		return false
+		return false, nil
 	}
-	resp := kresp.(*kmsg.FetchResponse)
+	if resp == nil {
+		resp = kresp.(*kmsg.FetchResponse)
+	}
 	if resp.ErrorCode != 0 {
 		f.r.m.log.Warn("mirror fetch error", "mirror", f.r.name, "sourceBroker", f.key.broker,
 			"err", kerr.ErrorForCode(resp.ErrorCode))
 		f.r.requestMeta()
-		return false
+		return false, nil
 	}
+	next := f.startPrefetch(ctx, cfg, src, ps, resp, reqPos)
 	byID := map[metadata.TopicID]string{}
 	for _, p := range ps {
 		byID[p.topicID] = p.topic
@@ -227,7 +204,10 @@ func (f *fetcher) fetchOnce(ctx context.Context, ps []*partition) bool {
 		}
 	}
 	f.r.m.throttle.wait(ctx, total)
-	return ok || total > 0
+	if !ok || !next.valid(src, ps) {
+		next = nil // unusual: drop the prefetch, the next round fetches sequentially
+	}
+	return ok || total > 0, next
 }
 
 // sourceRange looks up the source log start and end of p after OFFSET_OUT_OF_RANGE.

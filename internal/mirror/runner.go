@@ -173,6 +173,11 @@ func (r *mirrorRT) tick() time.Duration {
 		if r.ctx.Err() != nil {
 			return wait
 		}
+		if r.m.local.Metadata().Image().Mirrors[r.name] != mir {
+			// the mirror's configs changed (an unreachable source makes every LOG_ALIGNMENT
+			// wait for request.timeout.ms): apply them before driving further partitions
+			return time.Millisecond
+		}
 		if d := r.drive(p, im, mir); d > 0 {
 			wait = min(wait, d)
 		}
