@@ -387,3 +387,77 @@ func TestAlterConnectionReconnects(t *testing.T) {
 	e.waitCaughtUp(src2, "m1", "orders")
 	e.checkIdentity(src2, "orders", 4)
 }
+
+// produceAt produces n records with timestamp ts (one batch) to partition 0 of topic.
+func produceAt(t *testing.T, cl *kgo.Client, topic string, n int, ts time.Time) {
+	t.Helper()
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: topic, Partition: 0, Timestamp: ts, Value: []byte(fmt.Sprintf("%s-%d", ts.Format(time.DateOnly), i))}
+	}
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+}
+
+// TestStartOffset covers start.offset (spec section 11): earliest (the default) mirrors the
+// whole history; latest starts the mirror log at the source LEO with lag 0 and mirrors
+// only what comes later; an ISO-8601 time starts at the first batch at or after it
+// (ListOffsets), or at the LEO when none is.
+func TestStartOffset(t *testing.T) {
+	topics := []string{"t-default", "t-earliest", "t-latest", "t-time", "t-future"}
+	c, src := newSecureKfake(t, []kfake.Opt{kfake.SeedTopics(1, topics...)}, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	addr := c.ListenAddrs()[0]
+	old, newer := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2021, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, tp := range topics {
+		produceAt(t, src, tp, 30, old)
+		produceAt(t, src, tp, 20, newer)
+	}
+	e := newEnv(t)
+	starts := map[string]string{"t-earliest": "earliest", "t-latest": "latest", "t-time": "2020-06-01T00:00:00Z", "t-future": "2999-01-01"}
+	wantStart := map[string]int64{"t-default": 0, "t-earliest": 0, "t-latest": 50, "t-time": 30, "t-future": 50}
+	for _, tp := range topics {
+		cfg := []string{"bootstrap.servers", addr}
+		if s, ok := starts[tp]; ok {
+			cfg = append(cfg, "start.offset", s)
+		}
+		if err := e.createMirrorErr("m-"+tp, cfg...); err != nil {
+			t.Fatal(err)
+		}
+		e.startTopics("m-"+tp, tp)
+	}
+	check := func() {
+		t.Helper()
+		for _, tp := range topics {
+			e.waitCaughtUp(src, "m-"+tp, tp)
+			l := e.localLog(tp, 0)
+			if got := l.LogStartOffset(); got != wantStart[tp] {
+				t.Fatalf("%s: mirror log start %d, want %d", tp, got, wantStart[tp])
+			}
+			for _, d := range e.describe("m-"+tp, tp) {
+				if d.Lag != 0 {
+					t.Fatalf("%s: lag %d after catching up", tp, d.Lag)
+				}
+			}
+			var want []batchAt
+			for _, b := range sourceBatches(t, src, tp, 0) {
+				if b.offset >= wantStart[tp] {
+					want = append(want, b)
+				}
+			}
+			sameBatches(t, tp, want, localBatches(t, l))
+		}
+	}
+	check()
+	// later records are mirrored in every case
+	for _, tp := range topics {
+		produceAt(t, src, tp, 5, time.Now())
+	}
+	check()
+	if got := len(localBatches(t, e.localLog("t-latest", 0))); got != 1 {
+		t.Fatalf("t-latest: %d batches mirrored, want only the one produced after the start", got)
+	}
+	if err := e.createMirrorErr("bad", "bootstrap.servers", addr, "start.offset", "yesterday"); err == nil || !strings.Contains(err.Error(), "start.offset") {
+		t.Fatalf("a bad start.offset: %v", err)
+	}
+}

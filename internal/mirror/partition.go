@@ -49,7 +49,7 @@ type partition struct {
 	lfeOK bool
 
 	cur      atomic.Int32 // st.State, readable without mu (CheckWrite)
-	sourceHW atomic.Int64 // source HW from the latest fetch response, −1 unknown
+	sourceHW atomic.Int64 // source HW from the latest fetch response (or start.offset=latest lookup), −1 unknown
 	leader   atomic.Int32 // source leader broker ID, −1 unknown
 
 	bytesFetched    atomic.Int64

@@ -466,12 +466,18 @@ func (r *mirrorRT) align(p *partition) {
 		case "latest":
 			if leo == 0 {
 				so, err = r.src.listOffset(ctx, p.topic, p.index, listLatest)
+				if err == nil {
+					p.sourceHW.Store(so) // the mirror log starts at the source end: lag 0
+				}
 			}
 		case "timestamp":
 			if leo == 0 {
 				so, err = r.src.listOffset(ctx, p.topic, p.index, r.cfg.startTimeMs)
 				if err == nil && so < 0 {
 					so, err = r.src.listOffset(ctx, p.topic, p.index, listLatest)
+					if err == nil {
+						p.sourceHW.Store(so)
+					}
 				}
 			}
 		}
