@@ -14,7 +14,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -460,4 +462,110 @@ func TestStartOffset(t *testing.T) {
 	if err := e.createMirrorErr("bad", "bootstrap.servers", addr, "start.offset", "yesterday"); err == nil || !strings.Contains(err.Error(), "start.offset") {
 		t.Fatalf("a bad start.offset: %v", err)
 	}
+}
+
+// newEnvWith starts a mirror manager with cfg instead of fastConfig.
+func newEnvWith(t *testing.T, cfg BrokerConfig) *env {
+	t.Helper()
+	e := &env{t: t, dir: t.TempDir()}
+	e.local = openTestLocal(t, e.dir)
+	e.m = NewManager(Options{Local: e.local, Logger: testLogger(), Config: cfg})
+	t.Cleanup(e.stop)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := e.m.Start(ctx); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	return e
+}
+
+// TestTwoFetchersPerSourceBroker: with mirror.num.replica.fetchers=2 the 8 partitions of a
+// one-broker source are split over two fetchers (two disjoint partition sets in the
+// mirror's Fetch requests), and byte identity holds.
+func TestTwoFetchersPerSourceBroker(t *testing.T) {
+	c, src := newSecureKfake(t, []kfake.Opt{kfake.SeedTopics(8, "orders")})
+	var mu sync.Mutex
+	sets := map[string][]int32{}
+	c.ControlKey(int16(kmsg.Fetch), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		req := kr.(*kmsg.FetchRequest)
+		if req.MaxWaitMillis != 250 || len(req.Topics) != 1 { // the mirror's fetches only
+			return nil, nil, false
+		}
+		var ps []int32
+		for _, p := range req.Topics[0].Partitions {
+			ps = append(ps, p.Partition)
+		}
+		slices.Sort(ps)
+		mu.Lock()
+		sets[fmt.Sprint(ps)] = ps
+		mu.Unlock()
+		return nil, nil, false
+	})
+	produceWith(t, src, "orders", 800)
+	cfg := fastConfig()
+	cfg.NumReplicaFetchers = 2
+	e := newEnvWith(t, cfg)
+	e.createMirror("m1", c.ListenAddrs()[0], "fetch.wait.max.ms", "250")
+	e.startTopics("m1", "orders")
+	e.waitCaughtUp(src, "m1", "orders")
+	produceWith(t, src, "orders", 400)
+	e.waitCaughtUp(src, "m1", "orders")
+	e.checkIdentity(src, "orders", 8)
+
+	// two observed partition sets, disjoint, covering all 8
+	mu.Lock()
+	defer mu.Unlock()
+	found := false
+	for _, a := range sets {
+		for _, b := range sets {
+			seen := map[int32]int{}
+			for _, p := range append(slices.Clone(a), b...) {
+				seen[p]++
+			}
+			if len(a) > 0 && len(b) > 0 && len(a)+len(b) == 8 && len(seen) == 8 {
+				found = true
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("no two disjoint fetchers covering the 8 partitions; fetch partition sets: %v", sets)
+	}
+}
+
+// TestThrottledRate: mirror.replication.throttled.rate caps the mirror fetch bytes of the
+// broker: mirroring ~320 KiB at 128 KiB/s in 16 KiB fetches cannot take less than the
+// bytes beyond the first response divided by the rate (a lower bound, not a deadline).
+func TestThrottledRate(t *testing.T) {
+	c, src := newSecureKfake(t, []kfake.Opt{kfake.SeedTopics(1, "bulk")})
+	recs := make([]*kgo.Record, 320)
+	for i := range recs {
+		val := make([]byte, 1000) // random: kgo compresses batches by default
+		if _, err := rand.Read(val); err != nil {
+			t.Fatal(err)
+		}
+		recs[i] = &kgo.Record{Topic: "bulk", Value: val}
+	}
+	for i := 0; i < len(recs); i += 10 { // batches of ~10 KB
+		if err := src.ProduceSync(context.Background(), recs[i:i+10]...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var total int64
+	for _, b := range sourceBatches(t, src, "bulk", 0) {
+		total += int64(len(b.data))
+	}
+	const rate = 128 << 10
+	cfg := fastConfig()
+	cfg.ThrottledRate = rate
+	e := newEnvWith(t, cfg)
+	begin := time.Now()
+	e.createMirror("m1", c.ListenAddrs()[0], "fetch.max.bytes", "16384", "fetch.response.max.bytes", "16384")
+	e.startTopics("m1", "bulk")
+	e.waitCaughtUp(src, "m1", "bulk")
+	took := time.Since(begin)
+	if least := time.Duration(float64(total-16384) / rate * float64(time.Second)); took < least {
+		t.Fatalf("mirrored %d bytes in %v at %d bytes/s: the throttle allows at least %v", total, took, rate, least)
+	}
+	t.Logf("mirrored %d bytes in %v", total, took)
+	e.checkIdentity(src, "bulk", 1)
 }
