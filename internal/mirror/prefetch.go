@@ -1,0 +1,219 @@
+package mirror
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/internal/metadata"
+	"github.com/kmirror/kmirror/internal/mirrorproto"
+	"github.com/kmirror/kmirror/internal/record"
+)
+
+// fetchKey names one partition of a fetch by topic name.
+type fetchKey struct {
+	topic string
+	part  int32
+}
+
+// fetchPos is where a partition's next fetch starts: FetchOffset and LastFetchedEpoch.
+type fetchPos struct {
+	offset int64
+	epoch  int32
+}
+
+// prefetch is the next Fetch, sent before the current response is appended (issue 4:
+// the fetcher is bound by round trips). It is sent only when every partition of the
+// current response is ordinary (no error, no DivergingEpoch, no log start jump, no
+// straddling batch) and is used only when, after the append, every partition's LEO and
+// last fetched epoch are exactly the predicted ones and the partition set is unchanged;
+// otherwise it is dropped and the fetcher falls back to a fresh sequential fetch, so
+// each batch is still appended exactly once (applyFetch also drops stale responses).
+type prefetch struct {
+	src     *source
+	pos     map[*partition]fetchPos
+	offsets map[fetchKey]int64
+	done    chan struct{}
+	resp    kmsg.Response
+	err     error
+}
+
+// buildFetch builds a Fetch for ps at pos (nil: at each local LEO and last fetched
+// epoch). It returns nil when no partition can be fetched.
+func (f *fetcher) buildFetch(cfg *mirrorConfig, ps []*partition, pos map[*partition]fetchPos) (kmsg.Request, map[fetchKey]int64, map[*partition]fetchPos) {
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID = -1
+	req.ReplicaState.ID = -1
+	req.MaxWaitMillis = cfg.fetchWaitMaxMs
+	req.MinBytes = cfg.fetchMinBytes
+	req.MaxBytes = cfg.fetchRespMax
+	req.IsolationLevel = 0
+	req.SessionEpoch = -1
+	offsets := map[fetchKey]int64{}
+	used := map[*partition]fetchPos{}
+	topicIdx := map[string]int{}
+	useIDs := true
+	for _, p := range ps {
+		fp, ok := pos[p]
+		if !ok {
+			p.mu.Lock()
+			l, err := p.getLog()
+			if err != nil {
+				p.fail("open local log: "+err.Error(), false)
+				p.mu.Unlock()
+				continue
+			}
+			fp = fetchPos{l.LogEndOffset(), p.lastFetchedEpoch(l)}
+			p.mu.Unlock()
+		}
+		if p.topicID == (metadata.TopicID{}) {
+			useIDs = false
+		}
+		i, ok := topicIdx[p.topic]
+		if !ok {
+			t := kmsg.NewFetchRequestTopic()
+			t.Topic = p.topic
+			t.TopicID = p.topicID
+			req.Topics = append(req.Topics, t)
+			i = len(req.Topics) - 1
+			topicIdx[p.topic] = i
+		}
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition = p.index
+		rp.FetchOffset = fp.offset
+		rp.LastFetchedEpoch = fp.epoch
+		rp.CurrentLeaderEpoch = -1
+		rp.LogStartOffset = -1
+		rp.PartitionMaxBytes = cfg.fetchMaxBytes
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+		offsets[fetchKey{p.topic, p.index}] = fp.offset
+		used[p] = fp
+	}
+	if len(req.Topics) == 0 {
+		return nil, nil, nil
+	}
+	if !useIDs {
+		return fetchV12{req}, offsets, used
+	}
+	return req, offsets, used
+}
+
+// startPrefetch predicts every partition's position after resp is appended (from the
+// last whole batch, without decoding or CRC) and sends the next Fetch in the
+// background; nil when anything in resp is unusual.
+func (f *fetcher) startPrefetch(ctx context.Context, cfg *mirrorConfig, src *source, ps []*partition,
+	resp *kmsg.FetchResponse, reqPos map[*partition]fetchPos) *prefetch {
+	if resp.ErrorCode != 0 || len(reqPos) != len(ps) {
+		return nil
+	}
+	byID := map[metadata.TopicID]string{}
+	parts := map[fetchKey]*partition{}
+	for _, p := range ps {
+		byID[p.topicID] = p.topic
+		parts[fetchKey{p.topic, p.index}] = p
+	}
+	pos := make(map[*partition]fetchPos, len(reqPos))
+	for p, fp := range reqPos {
+		pos[p] = fp
+	}
+	for i := range resp.Topics {
+		rt := &resp.Topics[i]
+		name := rt.Topic
+		if n, found := byID[rt.TopicID]; found && rt.TopicID != (metadata.TopicID{}) {
+			name = n
+		}
+		for j := range rt.Partitions {
+			rp := &rt.Partitions[j]
+			p := parts[fetchKey{name, rp.Partition}]
+			if p == nil {
+				continue
+			}
+			fp := reqPos[p]
+			if rp.ErrorCode != 0 || (rp.DivergingEpoch.Epoch >= 0 && rp.DivergingEpoch.EndOffset >= 0) ||
+				rp.LogStartOffset > fp.offset {
+				return nil
+			}
+			next, ok := predictNext(rp.RecordBatches, fp)
+			if !ok {
+				return nil
+			}
+			pos[p] = next
+		}
+	}
+	req, offsets, used := f.buildFetch(cfg, ps, pos)
+	if req == nil || len(used) != len(ps) {
+		return nil
+	}
+	pf := &prefetch{src: src, pos: used, offsets: offsets, done: make(chan struct{})}
+	broker := src.cl.Broker(int(f.key.broker))
+	go func() {
+		defer close(pf.done)
+		pf.resp, pf.err = broker.Request(ctx, req)
+	}()
+	return pf
+}
+
+// predictNext is the position after appendBatches appends data fetched at fp: after
+// the last whole batch at or above fp.offset. ok is false for anything appendBatches
+// would not append as is (framing error, a batch straddling or below the fetch offset).
+func predictNext(data []byte, fp fetchPos) (fetchPos, bool) {
+	for len(data) > 0 {
+		b, rest, err := record.Next(data)
+		if err == record.ErrTruncate {
+			break
+		}
+		if err != nil || len(b) < record.HeaderSize {
+			return fp, false
+		}
+		if b.BaseOffset() < fp.offset {
+			return fp, false
+		}
+		fp = fetchPos{b.NextOffset(), b.LeaderEpoch()}
+		data = rest
+	}
+	return fp, true
+}
+
+// valid reports whether pf may be used for ps now: same source and partitions, and
+// every partition is MIRRORING at exactly the predicted LEO and last fetched epoch with
+// no epoch raise pending.
+func (pf *prefetch) valid(src *source, ps []*partition) bool {
+	if pf == nil || pf.src != src || len(pf.pos) != len(ps) {
+		return false
+	}
+	for _, p := range ps {
+		want, ok := pf.pos[p]
+		if !ok || !p.atPos(want) {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *partition) atPos(want fetchPos) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.st.State != mirrorproto.StateMirroring || p.raiseTo != 0 {
+		return false
+	}
+	l, err := p.getLog()
+	if err != nil {
+		return false
+	}
+	return l.LogEndOffset() == want.offset && p.lastFetchedEpoch(l) == want.epoch
+}
+
+// wait returns the prefetched response, or nil when the request failed (the caller
+// fetches again sequentially and reports the error then) or ctx ended.
+func (pf *prefetch) wait(ctx context.Context) (*kmsg.FetchResponse, map[fetchKey]int64) {
+	select {
+	case <-ctx.Done():
+		return nil, nil
+	case <-pf.done:
+	}
+	resp, ok := pf.resp.(*kmsg.FetchResponse)
+	if pf.err != nil || !ok {
+		return nil, nil
+	}
+	return resp, pf.offsets
+}
