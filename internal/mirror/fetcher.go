@@ -3,6 +3,7 @@ package mirror
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -143,12 +144,13 @@ func (f *fetcher) fetchOnce(ctx context.Context, ps []*partition, pre *prefetch)
 		}
 		f.r.m.log.Warn("mirror fetch failed", "mirror", f.r.name, "sourceBroker", f.key.broker, "err", err)
 		f.r.requestMeta()
+		msg := fmt.Sprintf("fetch from source broker %d over %s: %v", f.key.broker, cfg.describeSecurity(), err)
 		for _, p := range ps {
 			p.mu.Lock()
 			p.fetchErrs++
 			if p.fetchErrs >= 3 {
 				p.fetchErrs = 0
-				p.fail("fetch from source broker: "+err.Error(), false)
+				p.fail(msg, false)
 			}
 			p.mu.Unlock()
 		}
