@@ -138,7 +138,7 @@ func TestSourceSASL(t *testing.T) {
 			e := newEnv(t)
 			creds := func(pass string) []string {
 				cfg := []string{"bootstrap.servers", c.ListenAddrs()[0], "security.protocol", "SASL_PLAINTEXT",
-					"sasl.mechanism", tc.mech, "request.timeout.ms", "5000"}
+					"sasl.mechanism", tc.mech, "request.timeout.ms", "2000"}
 				if tc.jaas {
 					module := "org.apache.kafka.common.security.plain.PlainLoginModule"
 					if tc.mech != "PLAIN" {
@@ -245,7 +245,7 @@ func TestSourceTLS(t *testing.T) {
 			bad := append(append(append([]string{}, bootstrap...), cfg...), "ssl.truststore.location", other.file(t))
 			assertClear(t, "wrong CA", e.createMirrorErr("bad", bad...), "cannot reach the source", "certificate")
 			// plaintext against a TLS listener fails too
-			assertClear(t, "PLAINTEXT to TLS", e.createMirrorErr("bad", append(append([]string{}, bootstrap...), "request.timeout.ms", "3000")...), "cannot reach the source")
+			assertClear(t, "PLAINTEXT to TLS", e.createMirrorErr("bad", append(append([]string{}, bootstrap...), "request.timeout.ms", "2000")...), "cannot reach the source")
 
 			if err := e.createMirrorErr("m1", append(bootstrap, cfg...)...); err != nil {
 				t.Fatal(err)
