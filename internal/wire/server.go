@@ -184,6 +184,8 @@ func (c *conn) run() {
 			}
 		}
 	}()
+	// Writes larger than the buffer go straight to the socket when it is empty, so
+	// multi-MiB Fetch responses are not copied through it.
 	w := bufio.NewWriterSize(c.nc, 64*1024)
 	for f := range frames {
 		out, err := c.serve(ctx, f.buf)
@@ -194,7 +196,9 @@ func (c *conn) run() {
 		if out == nil {
 			continue
 		}
-		if _, err := w.Write(out); err != nil {
+		_, err = w.Write(out)
+		putBuf(out)
+		if err != nil {
 			return
 		}
 		if len(frames) == 0 {
@@ -298,8 +302,48 @@ func (c *conn) apiVersions(h Header, rest []byte) ([]byte, error) {
 	return encodeResponse(h.CorrelationID, false, resp), nil
 }
 
+// bufPool holds response buffers (*[]byte) for reuse once written: a Fetch response
+// is as large as the records it carries, and growing a fresh buffer by appending
+// would copy it several times over.
+var bufPool sync.Pool
+
+// getBuf returns an empty buffer with capacity of at least n bytes.
+func getBuf(n int) []byte {
+	if p, ok := bufPool.Get().(*[]byte); ok && cap(*p) >= n {
+		return (*p)[:0]
+	}
+	return make([]byte, 0, n)
+}
+
+// putBuf returns a written response buffer to the pool; small ones are dropped.
+func putBuf(b []byte) {
+	if cap(b) < 64*1024 {
+		return
+	}
+	bufPool.Put(&b)
+}
+
+// sizeHint estimates the encoded size of resp: exact enough for Fetch responses, whose
+// record batches dominate, so that AppendTo does not regrow the buffer.
+func sizeHint(resp kmsg.Response) int {
+	fr, ok := resp.(*kmsg.FetchResponse)
+	if !ok {
+		return 256
+	}
+	n := 64
+	for i := range fr.Topics {
+		t := &fr.Topics[i]
+		n += 32 + len(t.Topic)
+		for j := range t.Partitions {
+			p := &t.Partitions[j]
+			n += 64 + 16*len(p.AbortedTransactions) + len(p.RecordBatches)
+		}
+	}
+	return n
+}
+
 func encodeResponse(correlationID int32, flexibleHeader bool, resp kmsg.Response) []byte {
-	out := make([]byte, 8, 256)
+	out := getBuf(sizeHint(resp))[:8]
 	binary.BigEndian.PutUint32(out[4:], uint32(correlationID))
 	if flexibleHeader && resp.Key() != 18 {
 		out = append(out, 0) // no tagged fields
