@@ -112,6 +112,15 @@ func (f *fetcher) startPrefetch(ctx context.Context, cfg *mirrorConfig, src *sou
 		byID[p.topicID] = p.topic
 		parts[fetchKey{p.topic, p.index}] = p
 	}
+	total := 0
+	for i := range resp.Topics {
+		for j := range resp.Topics[i].Partitions {
+			total += len(resp.Topics[i].Partitions[j].RecordBatches)
+		}
+	}
+	if total == 0 {
+		return nil // idle: the next Fetch is a long poll, keep it sequential
+	}
 	pos := make(map[*partition]fetchPos, len(reqPos))
 	for p, fp := range reqPos {
 		pos[p] = fp
