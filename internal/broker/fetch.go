@@ -29,16 +29,18 @@ func (b *Broker) handleFetch(ctx context.Context, req *kmsg.FetchRequest) kmsg.R
 		resp.ErrorCode = fc.errCode
 		return resp
 	}
-	resp := b.fetchLongPoll(ctx, fc.req)
-	return b.sessions.finish(fc, resp, time.Now().UnixMilli())
+	bufs := &fetchBufs{}
+	resp := b.fetchLongPoll(ctx, fc.req, bufs)
+	return pooledFetch{b.sessions.finish(fc, resp, time.Now().UnixMilli()), bufs}
 }
 
-// fetchLongPoll reads the partitions of req, waiting up to MaxWaitMs for MinBytes.
-func (b *Broker) fetchLongPoll(ctx context.Context, req *kmsg.FetchRequest) *kmsg.FetchResponse {
+// fetchLongPoll reads the partitions of req, waiting up to MaxWaitMs for MinBytes. The
+// records of the response returned are in bufs.
+func (b *Broker) fetchLongPoll(ctx context.Context, req *kmsg.FetchRequest, bufs *fetchBufs) *kmsg.FetchResponse {
 	deadline := time.Now().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
 	for {
 		waits := b.fetchWaitChannels(req)
-		resp, bytes, anyError := b.fetchOnce(req)
+		resp, bytes, anyError := b.fetchOnce(req, bufs)
 		if bytes >= int(req.MinBytes) || anyError || req.MaxWaitMillis <= 0 {
 			return resp
 		}
@@ -46,9 +48,10 @@ func (b *Broker) fetchLongPoll(ctx context.Context, req *kmsg.FetchRequest) *kms
 		if remaining <= 0 {
 			return resp
 		}
+		bufs.release() // resp is dropped: it is read again
 		if !waitAny(ctx, waits, remaining) {
 			// Timed out or the connection/server is closing: answer with what we have.
-			resp, _, _ = b.fetchOnce(req)
+			resp, _, _ = b.fetchOnce(req, bufs)
 			return resp
 		}
 	}
@@ -121,7 +124,7 @@ func (b *Broker) fetchTopic(version int16, rt kmsg.FetchRequestTopic) *topicStat
 // fetchOnce reads every requested partition once. It returns the response, the number
 // of record bytes in it, and whether any partition carries an error or a diverging
 // epoch (those are answered at once).
-func (b *Broker) fetchOnce(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, bool) {
+func (b *Broker) fetchOnce(req *kmsg.FetchRequest, bufs *fetchBufs) (*kmsg.FetchResponse, int, bool) {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	maxBytes := int(req.MaxBytes)
 	if maxBytes <= 0 {
@@ -151,7 +154,7 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, bo
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
-			n, stop := b.fetchPartition(l, rp, readCommitted, maxBytes-total, total == 0, &sp)
+			n, stop := b.fetchPartition(l, bufs, rp, readCommitted, maxBytes-total, total == 0, &sp)
 			total += n
 			anyError = anyError || stop
 			st.Partitions = append(st.Partitions, sp)
@@ -163,7 +166,7 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, bo
 
 // fetchPartition fills sp for one partition and returns the record bytes added and
 // whether the partition must be answered at once (error or diverging epoch).
-func (b *Broker) fetchPartition(l *storage.Log, rp kmsg.FetchRequestTopicPartition, readCommitted bool, budget int, first bool, sp *kmsg.FetchResponseTopicPartition) (int, bool) {
+func (b *Broker) fetchPartition(l *storage.Log, bufs *fetchBufs, rp kmsg.FetchRequestTopicPartition, readCommitted bool, budget int, first bool, sp *kmsg.FetchResponseTopicPartition) (int, bool) {
 	epoch := leaderEpoch(l)
 	hw, lso := l.HighWatermarkAndLSO()
 	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = hw, lso, l.LogStartOffset()
@@ -195,7 +198,7 @@ func (b *Broker) fetchPartition(l *storage.Log, rp kmsg.FetchRequestTopicPartiti
 	if limit < 0 {
 		limit = 0
 	}
-	data, err := l.Read(rp.FetchOffset, int32(limit), maxOffset, first)
+	data, err := l.ReadWith(bufs.alloc, rp.FetchOffset, int32(limit), maxOffset, first)
 	if err != nil {
 		switch {
 		case errors.Is(err, storage.ErrOffsetOutOfRange):

@@ -409,6 +409,12 @@ func (l *Log) roll(base int64) error {
 // offset is >= maxOffset (the HW or LSO, exclusive) are not returned. An offset below the
 // log start or above the LEO is ErrOffsetOutOfRange; offset == LEO returns nothing.
 func (l *Log) Read(offset int64, maxBytes int32, maxOffset int64, minOneBatch bool) ([]byte, error) {
+	return l.ReadWith(nil, offset, maxBytes, maxOffset, minOneBatch)
+}
+
+// ReadWith is Read that reads the batches into alloc(n), a buffer of exactly n bytes
+// the caller owns (nil alloc: a fresh slice), so that Fetch can reuse buffers.
+func (l *Log) ReadWith(alloc func(n int) []byte, offset int64, maxBytes int32, maxOffset int64, minOneBatch bool) ([]byte, error) {
 	l.rw.RLock()
 	defer l.rw.RUnlock()
 	if l.closed.Load() {
@@ -462,7 +468,12 @@ func (l *Log) Read(offset int64, maxBytes int32, maxOffset int64, minOneBatch bo
 		if start < 0 {
 			continue // offset lies past this segment's batches (a gap): try the next
 		}
-		out := make([]byte, end-start)
+		var out []byte
+		if alloc != nil {
+			out = alloc(int(end - start))
+		} else {
+			out = make([]byte, end-start)
+		}
 		if _, err := seg.log.ReadAt(out, start); err != nil {
 			return nil, err
 		}

@@ -43,6 +43,14 @@ type Handler interface {
 	Handle(ctx context.Context, req *Request) kmsg.Response
 }
 
+// Releaser is implemented by a response that borrows pooled buffers (a Fetch
+// response's record batches): Release is called once the response is encoded. A
+// response that wraps a kmsg type may also have Unwrap() kmsg.Response for the
+// encoder's size estimate.
+type Releaser interface {
+	Release()
+}
+
 // Server accepts connections and runs the per-connection loops.
 type Server struct {
 	Versions *Versions
@@ -261,7 +269,11 @@ func (c *conn) serve(ctx context.Context, buf []byte) ([]byte, error) {
 		return nil, nil
 	}
 	resp.SetVersion(h.Version)
-	return encodeResponse(h.CorrelationID, flexible, resp), nil
+	out := encodeResponse(h.CorrelationID, flexible, resp)
+	if r, ok := resp.(Releaser); ok {
+		r.Release()
+	}
+	return out, nil
 }
 
 // decode runs ReadFrom, turning a panic on garbage input into an error.
@@ -326,6 +338,9 @@ func putBuf(b []byte) {
 // sizeHint estimates the encoded size of resp: exact enough for Fetch responses, whose
 // record batches dominate, so that AppendTo does not regrow the buffer.
 func sizeHint(resp kmsg.Response) int {
+	if u, ok := resp.(interface{ Unwrap() kmsg.Response }); ok {
+		resp = u.Unwrap()
+	}
 	fr, ok := resp.(*kmsg.FetchResponse)
 	if !ok {
 		return 256
