@@ -400,22 +400,17 @@ func TestConsumerOffsetsStaysBounded(t *testing.T) {
 			t.Fatal(err, r.Error())
 		}
 	}
-	// Each round writes ~4 records; 30 segments' worth of commits.
-	for i := range 3000 {
+	// 6000 rounds of 4 offsets: about 1.8 MB uncompacted, over 100 segments of 16 KiB.
+	for i := range 6000 {
 		commitRound(i)
 	}
-	first := size()
-	for i := 3000; i < 6000; i++ {
-		commitRound(i)
-	}
+	// Bounded: the cleaner brings it under 4 segments' worth (the active segment is never
+	// cleaned, so the exact size depends on where it is; a bound, not an equality).
 	var last int64
-	waitFor(t, "__consumer_offsets cleaned below its size after the first half", func() bool {
+	waitFor(t, "__consumer_offsets cleaned to a bounded size", func() bool {
 		last = size()
-		return last <= first
+		return last <= 4*16384
 	})
-	if last > 4*16384 {
-		t.Fatalf("__consumer_offsets holds %d bytes after 6000 rounds of commits", last)
-	}
 	offs, err := adm.FetchOffsets(ctx, "bounded-g")
 	if err != nil {
 		t.Fatal(err)
