@@ -30,12 +30,13 @@ const (
 )
 
 // Def defines one config key: its Kafka name, type, default (as text; "" with
-// NoDefault for required keys), unit and meaning, and for topic configs the broker
-// key that supplies the default (Kafka's synonym).
+// NoDefault for keys that have none, such as required keys), unit and meaning, and for
+// topic configs the broker key that supplies the default (Kafka's synonym).
 type Def struct {
 	Name      string
 	Type      Type
 	Default   string
+	NoDefault bool // no default value: DescribeConfigs shows the key only when set
 	Unit      string
 	Doc       string
 	Synonym   string   // broker config that provides the topic default, e.g. log.retention.ms

@@ -89,31 +89,36 @@ var Topic = define(
 	Def{Name: "mirror.replication.throttled.replicas", Type: TypeList, Default: "", Doc: "Mirror partitions throttled by mirror.replication.throttled.rate."},
 )
 
-// Mirror holds the cluster mirror definitions (the `--mirror-config` file, spec §11).
-// Canonical names have no prefix; MirrorAlias maps the first draft's spellings.
+// Mirror holds the cluster mirror definitions (the `--mirror-config` file, spec §11):
+// the one table the mirror manager validates, defaults and describes from, and that
+// docs/configuration.md is generated from. Canonical names have no prefix; the first
+// draft's `mirror.`-prefixed spellings are accepted as aliases by the mirror manager.
 var Mirror = define(
-	Def{Name: "bootstrap.servers", Type: TypeList, Default: "", Doc: "Source cluster bootstrap servers (required)."},
-	Def{Name: "source.cluster.id", Type: TypeString, Default: "", Doc: "Expected source cluster ID; resolved at create time when absent."},
-	Def{Name: "security.protocol", Type: TypeString, Default: "PLAINTEXT", Valid: []string{"plaintext", "ssl", "sasl_plaintext", "sasl_ssl"}, Doc: "Protocol used to reach the source."},
-	Def{Name: "sasl.mechanism", Type: TypeString, Default: "PLAIN", Valid: []string{"plain", "scram-sha-256", "scram-sha-512"}, Doc: "SASL mechanism."},
-	Def{Name: "sasl.jaas.config", Type: TypePassword, Default: "", Sensitive: true, Doc: "JAAS line with username and password (never returned by DescribeConfigs)."},
-	Def{Name: "sasl.username", Type: TypeString, Default: "", Doc: "SASL user, instead of sasl.jaas.config."},
-	Def{Name: "sasl.password", Type: TypePassword, Default: "", Sensitive: true, Doc: "SASL password (never returned)."},
-	Def{Name: "ssl.truststore.location", Type: TypeString, Default: "", Doc: "PEM file of CA certificates trusted for the source."},
-	Def{Name: "ssl.keystore.location", Type: TypeString, Default: "", Doc: "PEM file with the client certificate and key."},
-	Def{Name: "ssl.key.password", Type: TypePassword, Default: "", Sensitive: true, Doc: "Password of the client key (never returned)."},
-	Def{Name: "ssl.endpoint.identification.algorithm", Type: TypeString, Default: "https", Doc: "https checks the source host name; empty disables the check."},
+	Def{Name: "bootstrap.servers", Type: TypeList, NoDefault: true, Doc: "Source cluster bootstrap servers (host:port,...). Required."},
+	Def{Name: "source.cluster.id", Type: TypeString, NoDefault: true, Doc: "Source cluster ID; resolved at create time when absent, checked every refresh."},
+	Def{Name: "security.protocol", Type: TypeString, Default: "PLAINTEXT", Valid: []string{"plaintext", "ssl", "sasl_plaintext", "sasl_ssl"}, Doc: "Protocol used to reach the source: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL."},
+	Def{Name: "sasl.mechanism", Type: TypeString, Default: "PLAIN", Valid: []string{"plain", "scram-sha-256", "scram-sha-512"}, Doc: "SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512."},
+	Def{Name: "sasl.jaas.config", Type: TypePassword, NoDefault: true, Sensitive: true, Doc: "JAAS login module line with username and password (never returned by DescribeConfigs)."},
+	Def{Name: "sasl.username", Type: TypeString, NoDefault: true, Doc: "SASL user (alternative to sasl.jaas.config)."},
+	Def{Name: "sasl.password", Type: TypePassword, NoDefault: true, Sensitive: true, Doc: "SASL password (alternative to sasl.jaas.config; never returned)."},
+	Def{Name: "ssl.truststore.location", Type: TypeString, NoDefault: true, Doc: "PEM file of CA certificates trusted for the source."},
+	Def{Name: "ssl.truststore.certificates", Type: TypePassword, NoDefault: true, Sensitive: true, Doc: "PEM CA certificates (inline)."},
+	Def{Name: "ssl.keystore.location", Type: TypeString, NoDefault: true, Doc: "PEM file holding the client certificate chain and private key."},
+	Def{Name: "ssl.keystore.certificate.chain", Type: TypePassword, NoDefault: true, Sensitive: true, Doc: "PEM client certificate chain (inline)."},
+	Def{Name: "ssl.keystore.key", Type: TypePassword, NoDefault: true, Sensitive: true, Doc: "PEM client private key (inline; never returned)."},
+	Def{Name: "ssl.key.password", Type: TypePassword, NoDefault: true, Sensitive: true, Doc: "Accepted for compatibility; encrypted PEM keys are not supported (never returned)."},
+	Def{Name: "ssl.endpoint.identification.algorithm", Type: TypeString, Default: "https", Doc: "https verifies the source host name; empty disables the check."},
 	Def{Name: "request.timeout.ms", Type: TypeInt, Default: "30000", Unit: "ms", Doc: "Timeout of requests to the source."},
 	Def{Name: "fetch.wait.max.ms", Type: TypeInt, Default: "1000", Unit: "ms", Doc: "MaxWaitMs of mirror fetches."},
 	Def{Name: "fetch.min.bytes", Type: TypeInt, Default: "1", Unit: "bytes", Doc: "MinBytes of mirror fetches."},
-	Def{Name: "fetch.max.bytes", Type: TypeInt, Default: "1048576", Unit: "bytes", Doc: "Per-partition bytes of a mirror fetch."},
-	Def{Name: "fetch.response.max.bytes", Type: TypeInt, Default: "10485760", Unit: "bytes", Doc: "Bytes of a whole mirror fetch response."},
+	Def{Name: "fetch.max.bytes", Type: TypeInt, Default: "1048576", Unit: "bytes", Doc: "Per-partition bytes of a mirror fetch (PartitionMaxBytes)."},
+	Def{Name: "fetch.response.max.bytes", Type: TypeInt, Default: "10485760", Unit: "bytes", Doc: "Bytes of a whole mirror fetch response (MaxBytes)."},
 	Def{Name: "fetch.backoff.ms", Type: TypeInt, Default: "1000", Unit: "ms", Doc: "Pause after a failed fetch."},
 	Def{Name: "topics.include", Type: TypeList, Default: "", Doc: "Regexes of source topics started automatically (spec §8)."},
 	Def{Name: "topics.exclude", Type: TypeList, Default: "__.*", Doc: "Regexes of source topics never mirrored; wins over include."},
 	Def{Name: "groups.include", Type: TypeList, Default: ".*", Doc: "Regexes of consumer groups whose offsets are synced."},
 	Def{Name: "groups.exclude", Type: TypeList, Default: "", Doc: "Regexes of consumer groups never synced."},
-	Def{Name: "acls.include", Type: TypeList, Default: "*", Doc: "ACL binding filters synced (later step)."},
+	Def{Name: "acls.include", Type: TypeList, Default: "*", Doc: "ACL binding filters synced from the source (not synced yet)."},
 	Def{Name: "topic.properties.exclude", Type: TypeList, Default: "follower.replication.throttled.replicas,leader.replication.throttled.replicas,message.timestamp.difference.max.ms,message.timestamp.before.max.ms,message.timestamp.after.max.ms,message.timestamp.type,unclean.leader.election.enable,min.insync.replicas,mirror.replication.throttled.replicas,mirror.support.unclean.leader.election", Doc: "Topic configs never synced (spec §9)."},
 	Def{Name: "start.offset", Type: TypeString, Default: "earliest", Doc: "Where new mirror partitions start: earliest, latest, or an ISO-8601 time."},
 )

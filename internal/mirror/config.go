@@ -139,37 +139,17 @@ const (
 	cfgTopicPropsExcl   = "topic.properties.exclude"
 )
 
-const defaultTopicPropertiesExclude = "follower.replication.throttled.replicas,leader.replication.throttled.replicas,message.timestamp.difference.max.ms,message.timestamp.before.max.ms,message.timestamp.after.max.ms,message.timestamp.type,unclean.leader.election.enable,min.insync.replicas,mirror.replication.throttled.replicas,mirror.support.unclean.leader.election"
-
-var configDefs = []configDef{
-	{name: cfgBootstrap, typ: kmsg.ConfigTypeList, doc: "Source cluster bootstrap servers (host:port,...). Required."},
-	{name: cfgSourceClusterID, typ: kmsg.ConfigTypeString, doc: "Source cluster ID; resolved at create time when absent, checked every refresh."},
-	{name: cfgSecurityProtocol, def: "PLAINTEXT", hasDef: true, typ: kmsg.ConfigTypeString, doc: "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL."},
-	{name: cfgSASLMechanism, def: "PLAIN", hasDef: true, typ: kmsg.ConfigTypeString, doc: "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512."},
-	{name: cfgSASLJaas, typ: kmsg.ConfigTypePassword, sensitive: true, doc: "JAAS login module line with username and password."},
-	{name: cfgSASLUsername, typ: kmsg.ConfigTypeString, doc: "SASL user (alternative to sasl.jaas.config)."},
-	{name: cfgSASLPassword, typ: kmsg.ConfigTypePassword, sensitive: true, doc: "SASL password (alternative to sasl.jaas.config)."},
-	{name: "ssl.truststore.location", typ: kmsg.ConfigTypeString, doc: "PEM file of CA certificates trusted for the source."},
-	{name: "ssl.truststore.certificates", typ: kmsg.ConfigTypePassword, sensitive: true, doc: "PEM CA certificates (inline)."},
-	{name: "ssl.keystore.location", typ: kmsg.ConfigTypeString, doc: "PEM file holding the client certificate chain and private key."},
-	{name: "ssl.keystore.certificate.chain", typ: kmsg.ConfigTypePassword, sensitive: true, doc: "PEM client certificate chain (inline)."},
-	{name: "ssl.keystore.key", typ: kmsg.ConfigTypePassword, sensitive: true, doc: "PEM client private key (inline)."},
-	{name: "ssl.key.password", typ: kmsg.ConfigTypePassword, sensitive: true, doc: "Accepted for compatibility; encrypted PEM keys are not supported."},
-	{name: "ssl.endpoint.identification.algorithm", def: "https", hasDef: true, typ: kmsg.ConfigTypeString, doc: "https verifies the source host name; empty disables it."},
-	{name: cfgRequestTimeout, def: "30000", hasDef: true, typ: kmsg.ConfigTypeInt, doc: "Timeout of requests to the source, ms."},
-	{name: cfgFetchWaitMax, def: "1000", hasDef: true, typ: kmsg.ConfigTypeInt, doc: "Fetch MaxWaitMs."},
-	{name: cfgFetchMinBytes, def: "1", hasDef: true, typ: kmsg.ConfigTypeInt, doc: "Fetch MinBytes."},
-	{name: cfgFetchMaxBytes, def: "1048576", hasDef: true, typ: kmsg.ConfigTypeInt, doc: "Fetch PartitionMaxBytes per partition."},
-	{name: cfgFetchRespMax, def: "10485760", hasDef: true, typ: kmsg.ConfigTypeInt, doc: "Fetch MaxBytes per response."},
-	{name: cfgFetchBackoff, def: "1000", hasDef: true, typ: kmsg.ConfigTypeInt, doc: "Backoff after a fetch error, ms."},
-	{name: cfgTopicsInclude, def: "", hasDef: true, typ: kmsg.ConfigTypeList, doc: "Regexes of source topics started automatically."},
-	{name: cfgTopicsExclude, def: "__.*", hasDef: true, typ: kmsg.ConfigTypeList, doc: "Regexes of source topics never mirrored; wins over include."},
-	{name: cfgGroupsInclude, def: ".*", hasDef: true, typ: kmsg.ConfigTypeList, doc: "Regexes of groups whose offsets are synced."},
-	{name: cfgGroupsExclude, def: "", hasDef: true, typ: kmsg.ConfigTypeList, doc: "Regexes of groups never synced."},
-	{name: "acls.include", def: "*", hasDef: true, typ: kmsg.ConfigTypeList, doc: "ACL filters synced from the source."},
-	{name: cfgTopicPropsExcl, def: defaultTopicPropertiesExclude, hasDef: true, typ: kmsg.ConfigTypeList, doc: "Topic configs never synced."},
-	{name: cfgStartOffset, def: "earliest", hasDef: true, typ: kmsg.ConfigTypeString, doc: "earliest, latest or an ISO-8601 time: where new mirror partitions start."},
-}
+// configDefs are the mirror-level configs, taken from internal/config's Mirror table
+// (the one table docs/configuration.md is generated from), in name order.
+var configDefs = func() []configDef {
+	var out []configDef
+	for _, n := range config.Mirror.Names() {
+		d := config.Mirror[n]
+		out = append(out, configDef{name: n, def: d.Default, hasDef: !d.NoDefault,
+			typ: kmsg.ConfigType(d.Type), sensitive: d.Sensitive, doc: d.Doc})
+	}
+	return out
+}()
 
 func findDef(name string) (configDef, bool) {
 	for _, d := range configDefs {
