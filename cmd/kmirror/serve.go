@@ -14,6 +14,7 @@ import (
 
 	"github.com/kmirror/kmirror/internal/broker"
 	"github.com/kmirror/kmirror/internal/config"
+	"github.com/kmirror/kmirror/internal/metrics"
 	"github.com/kmirror/kmirror/internal/mirror"
 )
 
@@ -87,6 +88,14 @@ func runBroker(cfg *config.Values, logger *slog.Logger) error {
 	b, err := broker.New(cfg, logger, mirror.ForBroker)
 	if err != nil {
 		return err
+	}
+	if addr := cfg.String(metrics.ConfigKey); addr != "" {
+		ms, err := metrics.Start(addr, b, logger)
+		if err != nil {
+			b.Shutdown(context.Background())
+			return fmt.Errorf("%s: %w", metrics.ConfigKey, err)
+		}
+		defer ms.Close(context.Background())
 	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)

@@ -333,6 +333,10 @@ func (b *Broker) Metadata() *metadata.Controller { return b.meta }
 // Groups is the group coordinator (mirror.Local, for the group offset sync of spec §9).
 func (b *Broker) Groups() *group.Coordinator { return b.groups }
 
+// MirrorService returns the cluster mirroring service (internal/mirror's *Manager when
+// wired by mirror.ForBroker), nil for a broker without it. Set before New returns.
+func (b *Broker) MirrorService() Mirrors { return b.mirrors }
+
 // errUnknownTopicOrPartition is returned by Log for a topic partition not in the image.
 var errUnknownTopicOrPartition = errors.New("UNKNOWN_TOPIC_OR_PARTITION")
 
