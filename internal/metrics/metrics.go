@@ -50,8 +50,8 @@ type MirrorStats interface {
 var (
 	partLabels = []string{"mirror", "topic", "partition"}
 
-	descTopics     = prometheus.NewDesc("kmirror_topics", "Topics in the metadata image (mirror topics included).", nil, nil)
-	descPartitions = prometheus.NewDesc("kmirror_partitions", "Partitions in the metadata image (mirror topics included).", nil, nil)
+	descTopics     = prometheus.NewDesc("kmirror_topics", "Topics in the metadata image (internal and mirror topics included).", nil, nil)
+	descPartitions = prometheus.NewDesc("kmirror_partitions", "Partitions in the metadata image (internal and mirror topics included).", nil, nil)
 	descMirrors    = prometheus.NewDesc("kmirror_cluster_mirrors", "Cluster mirrors in the metadata image.", nil, nil)
 
 	descLag = prometheus.NewDesc("kmirror_mirror_partition_lag_records",
