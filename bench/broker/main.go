@@ -8,7 +8,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"flag"
@@ -20,13 +19,14 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/bench/internal/procinfo"
 )
 
 // result is one row of the table.
@@ -128,22 +128,7 @@ func startBroker(bin, dir string) (string, func(), func() float64) {
 		}
 	}
 	pid := cmd.Process.Pid
-	rss := func() float64 {
-		f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-		if err != nil {
-			return -1
-		}
-		defer f.Close()
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			if strings.HasPrefix(sc.Text(), "VmHWM:") {
-				var kb float64
-				fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(sc.Text(), "VmHWM:")), "%f", &kb)
-				return kb / 1024
-			}
-		}
-		return -1
-	}
+	rss := func() float64 { return procinfo.PeakRSSMB(pid) }
 	stop := func() {
 		cmd.Process.Signal(syscall.SIGTERM)
 		cmd.Wait()
@@ -216,23 +201,6 @@ func run(addr string, partitions, n, size int) result {
 }
 
 func describeMachine() machine {
-	m := machine{NumCPU: runtime.NumCPU(), GoOS: runtime.GOOS, GoArch: runtime.GOARCH}
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-				m.CPUModel = strings.TrimSpace(v)
-				break
-			}
-		}
-	}
-	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if strings.HasPrefix(line, "MemTotal:") {
-				var kb float64
-				fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(line, "MemTotal:")), "%f", &kb)
-				m.MemTotal = fmt.Sprintf("%.1f GiB", kb/1024/1024)
-			}
-		}
-	}
-	return m
+	return machine{NumCPU: runtime.NumCPU(), GoOS: runtime.GOOS, GoArch: runtime.GOARCH,
+		CPUModel: procinfo.CPUModel(), MemTotal: procinfo.MemTotal()}
 }

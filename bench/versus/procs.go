@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net"
@@ -15,6 +14,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/bench/internal/procinfo"
 )
 
 // proc is a broker or MirrorMaker 2 process started by the benchmark.
@@ -46,22 +47,7 @@ func (p *proc) cpu() float64 {
 const clockTicks = 100
 
 // peakRSSMB returns VmHWM of the process in MiB.
-func (p *proc) peakRSSMB() float64 {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
-	if err != nil {
-		return -1
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
-			var kb float64
-			fmt.Sscanf(strings.TrimSpace(v), "%f", &kb)
-			return kb / 1024
-		}
-	}
-	return -1
-}
+func (p *proc) peakRSSMB() float64 { return procinfo.PeakRSSMB(p.cmd.Process.Pid) }
 
 // stop sends SIGTERM and waits (SIGKILL after 60 s).
 func (p *proc) stop() {

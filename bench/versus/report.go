@@ -2,10 +2,11 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
 	"runtime"
 	"strings"
+
+	"github.com/kmirror/kmirror/bench/internal/procinfo"
 )
 
 // machine describes where the benchmark ran.
@@ -19,24 +20,7 @@ type machine struct {
 }
 
 func describeMachine(dir string) machine {
-	m := machine{NumCPU: runtime.NumCPU(), Go: runtime.Version()}
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-				m.CPUModel = strings.TrimSpace(v)
-				break
-			}
-		}
-	}
-	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "MemTotal:"); ok {
-				var kb float64
-				fmt.Sscanf(strings.TrimSpace(v), "%f", &kb)
-				m.MemTotal = fmt.Sprintf("%.1f GiB", kb/1024/1024)
-			}
-		}
-	}
+	m := machine{NumCPU: runtime.NumCPU(), Go: runtime.Version(), CPUModel: procinfo.CPUModel(), MemTotal: procinfo.MemTotal()}
 	if b, err := exec.Command("df", "-T", dir).Output(); err == nil {
 		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 		f := strings.Fields(lines[len(lines)-1])
