@@ -144,64 +144,145 @@ func summarize(l []time.Duration) latency {
 	return latency{Samples: len(l), P50Ms: ms(l[len(l)/2]), P99Ms: ms(l[len(l)*99/100]), MaxMs: ms(l[len(l)-1])}
 }
 
-// paced produces at a fixed rate (records/s) for d; each value starts with the send time
-// (unix ns, big endian). It returns the Produce-call-to-ack latency of every record.
-func paced(addr, topic, codec string, perSec int, d time.Duration) []time.Duration {
-	cl := newClient(append(producerOpts(addr, codec), kgo.DefaultProduceTopic(topic))...)
-	defer cl.Close()
-	ctx := context.Background()
-	total := int(float64(perSec) * d.Seconds())
-	lat := make([]time.Duration, total)
-	var wg sync.WaitGroup
-	var failed atomic.Value
-	wg.Add(total)
-	start := time.Now()
-	for i := 0; i < total; {
-		due := int(time.Since(start).Seconds() * float64(perSec))
-		for ; i < due && i < total; i++ {
-			v := append([]byte(nil), values[i%len(values)]...)
-			sent := time.Now()
-			binary.BigEndian.PutUint64(v, uint64(sent.UnixNano()))
-			idx := i
-			cl.Produce(ctx, &kgo.Record{Value: v}, func(_ *kgo.Record, err error) {
-				if err != nil {
-					failed.Store(err)
-				}
-				lat[idx] = time.Since(sent)
-				wg.Done()
-			})
-		}
-		time.Sleep(time.Millisecond)
+// pacedRun is what a paced producer did.
+type pacedRun struct {
+	Lat     []time.Duration // Produce call → acknowledgement, one per record
+	Records int             // records produced (all acknowledged)
+	Seconds float64         // first send → last acknowledgement
+}
+
+// achieved is the produced rate in records/s (records over first send → last ack).
+func (r pacedRun) achieved() float64 {
+	if r.Seconds <= 0 {
+		return 0
 	}
-	wg.Wait()
+	return float64(r.Records) / r.Seconds
+}
+
+// stampedValues recycles record values of paced producers once acknowledged.
+var stampedValues = sync.Pool{New: func() any { b := make([]byte, recordSize); return &b }}
+
+// paced produces on topic at perSec records/s for d, spread over clients producer
+// clients (one connection each, each pacing its share of perSec); each value is a pool
+// value whose first 8 bytes are the send time (unix ns, big endian), taken just before
+// the Produce call. It stops handing out records once d has passed, even when it is
+// behind (a client blocks when 20000 records are buffered), so the achieved rate can be
+// below perSec: the caller reads it from the result. Every record must be acknowledged.
+func paced(addr, topic, codec string, perSec int, d time.Duration, clients int) pacedRun {
+	clients = max(1, min(clients, perSec))
+	ctx := context.Background()
+	var acks, producers sync.WaitGroup
+	var failed atomic.Value
+	var lastAck atomic.Int64
+	lats := make([][]time.Duration, clients)
+	start := time.Now()
+	for w := range clients {
+		cl := newClient(append(producerOpts(addr, codec), kgo.DefaultProduceTopic(topic))...)
+		defer cl.Close()
+		share := perSec / clients
+		if w < perSec%clients {
+			share++
+		}
+		lat := make([]time.Duration, int(float64(share)*d.Seconds()))
+		producers.Add(1)
+		go func() {
+			defer producers.Done()
+			i := 0
+		pace:
+			for i < len(lat) {
+				el := time.Since(start)
+				if el >= d {
+					break
+				}
+				for due := min(int(el.Seconds()*float64(share)), len(lat)); i < due; i++ {
+					if i%256 == 255 && time.Since(start) >= d {
+						break pace
+					}
+					vp := stampedValues.Get().(*[]byte)
+					v := *vp
+					copy(v, values[(i*clients+w)%len(values)])
+					sent := time.Now()
+					binary.BigEndian.PutUint64(v, uint64(sent.UnixNano()))
+					idx := i
+					acks.Add(1)
+					cl.Produce(ctx, &kgo.Record{Value: v}, func(_ *kgo.Record, err error) {
+						now := time.Now()
+						if err != nil {
+							failed.Store(err)
+						}
+						lat[idx] = now.Sub(sent)
+						stampedValues.Put(vp)
+						for {
+							last := lastAck.Load()
+							if now.UnixNano() <= last || lastAck.CompareAndSwap(last, now.UnixNano()) {
+								break
+							}
+						}
+						acks.Done()
+					})
+				}
+				time.Sleep(time.Millisecond)
+			}
+			lats[w] = lat[:i]
+		}()
+	}
+	producers.Wait()
+	acks.Wait()
 	if err, _ := failed.Load().(error); err != nil {
 		fatalf("paced produce to %s: %v", topic, err)
 	}
-	return lat
+	var r pacedRun
+	for _, l := range lats {
+		r.Lat = append(r.Lat, l...)
+	}
+	r.Records = len(r.Lat)
+	if r.Records > 0 {
+		r.Seconds = time.Unix(0, lastAck.Load()).Sub(start).Seconds()
+	}
+	return r
 }
 
-// endToEnd produces on the source at perSec for d while a consumer reads topic dst on the
-// destination; it returns produced-on-source → read-on-destination lags, leaving out
-// the first warm seconds.
-func endToEnd(src, srcTopic, dst, dstTopic, codec string, perSec int, d, warm time.Duration) latency {
-	total := int(float64(perSec) * d.Seconds())
+// lagResult is a steady-state end-to-end lag run: the lag distribution plus the rate
+// asked for and the rate the paced producer achieved.
+type lagResult struct {
+	latency
+	MaxRate      float64 `json:"max_records_per_s"`      // kmirror's 16-partition catch-up records/s of this codec
+	TargetRate   int     `json:"target_records_per_s"`   // half of MaxRate, or -lag-rate
+	AchievedRate float64 `json:"achieved_records_per_s"` // records produced / (first send → last ack)
+	Producers    int     `json:"producer_clients"`
+	Produced     int     `json:"records_produced"`
+	Arrived      int     `json:"records_arrived"` // read on the destination
+	Error        string  `json:"error,omitempty"`
+}
+
+// endToEnd produces on the source at perSec with producers clients for d (paced) while a
+// consumer reads dstTopic on the destination; it returns the lags send time (in the
+// value) → read on the destination, leaving out records sent in the first warm, and the
+// achieved produce rate. It waits up to 5 minutes after d for every record to arrive.
+func endToEnd(src, srcTopic, dst, dstTopic, codec string, perSec, producers int, d, warm time.Duration) lagResult {
 	cl := newClient(kgo.SeedBrokers(dst), kgo.ConsumeTopics(dstTopic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxBytes(16<<20), kgo.MetadataMinAge(250*time.Millisecond))
 	defer cl.Close()
 	var lags []time.Duration
+	var total atomic.Int64 // records produced, known once the paced producer is done
+	total.Store(-1)
+	got := 0
 	done := make(chan struct{})
 	start := time.Now()
+	deadline := start.Add(d + 5*time.Minute)
 	go func() {
 		defer close(done)
-		got := 0
-		ctx, cancel := context.WithTimeout(context.Background(), d+5*time.Minute)
-		defer cancel()
-		for got < total {
-			fs := cl.PollFetches(ctx)
-			if ctx.Err() != nil {
-				fmt.Fprintf(os.Stderr, "end-to-end: only %d of %d records arrived on %s\n", got, total, dstTopic)
+		for {
+			if t := total.Load(); t >= 0 && int64(got) >= t {
 				return
 			}
+			if time.Now().After(deadline) {
+				return
+			}
+			// A bounded poll, so that the loop sees the final count once production ends.
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			fs := cl.PollFetches(ctx)
+			cancel()
 			now := time.Now()
 			fs.EachRecord(func(r *kgo.Record) {
 				got++
@@ -212,9 +293,15 @@ func endToEnd(src, srcTopic, dst, dstTopic, codec string, perSec int, d, warm ti
 			})
 		}
 	}()
-	paced(src, srcTopic, codec, perSec, d)
+	p := paced(src, srcTopic, codec, perSec, d, producers)
+	total.Store(int64(p.Records))
 	<-done
-	return summarize(lags)
+	r := lagResult{latency: summarize(lags), TargetRate: perSec, AchievedRate: p.achieved(), Producers: producers, Produced: p.Records, Arrived: got}
+	if got < p.Records {
+		r.Error = fmt.Sprintf("only %d of %d records arrived on %s within 5 minutes", got, p.Records, dstTopic)
+		fmt.Fprintln(os.Stderr, "end-to-end:", r.Error)
+	}
+	return r
 }
 
 // endOffsets returns the sum of the end offsets of topic's partitions (-1 if the topic

@@ -11,8 +11,9 @@
 //   - Mirroring: kmirror Cluster Mirroring against MirrorMaker 2 (dedicated mode), both
 //     pulling from the same Apache Kafka source broker and writing into a kmirror
 //     destination broker (a separate one each): catch-up time of a 2 GB backlog (2,000,000
-//     records of 1 KiB on 16 partitions), steady-state end-to-end lag at a fixed rate, CPU
-//     seconds per GB, uncompressed and zstd. Plus
+//     records of 1 KiB on 16 partitions), steady-state end-to-end lag at half of the
+//     maximum rate (kmirror's measured catch-up records/s) with the rate the paced
+//     producers achieved, CPU seconds per GB, uncompressed and zstd. Plus
 //     kmirror's mirroring throughput for 1 and 16 partitions against the destination's own
 //     produce throughput, and its CPU per GB against a franz-go consume-and-re-produce
 //     pipeline.
@@ -65,7 +66,8 @@ type settings struct {
 	LatencySeconds float64 `json:"latency_seconds"`
 	Backlog16      int     `json:"backlog_records_16_partitions"`
 	Backlog1       int     `json:"backlog_records_1_partition"`
-	LagRate        int     `json:"lag_records_per_s"`
+	LagRate        int     `json:"lag_records_per_s"` // 0: half of kmirror's measured 16-partition catch-up records/s, per codec
+	LagProducers   int     `json:"lag_producer_clients"`
 	LagSeconds     float64 `json:"lag_seconds"`
 	RecordBytes    int     `json:"record_bytes"`
 	MM2Target      string  `json:"mm2_target"`
@@ -94,14 +96,14 @@ type mirrorThroughput struct {
 }
 
 type report struct {
-	Date        string             `json:"date"`
-	Machine     machine            `json:"machine"`
-	Settings    settings           `json:"settings"`
-	Brokers     []brokerResult     `json:"brokers"`
-	CatchUps    []catchUp          `json:"catch_ups"`
-	Lags        map[string]latency `json:"steady_state_lag"` // engine/codec → lag
-	MirrorRates []mirrorThroughput `json:"kmirror_mirror_throughput"`
-	Pipelines   []pipelineResult   `json:"pipeline"`
+	Date        string               `json:"date"`
+	Machine     machine              `json:"machine"`
+	Settings    settings             `json:"settings"`
+	Brokers     []brokerResult       `json:"brokers"`
+	CatchUps    []catchUp            `json:"catch_ups"`
+	Lags        map[string]lagResult `json:"steady_state_lag"` // engine/codec → lag
+	MirrorRates []mirrorThroughput   `json:"kmirror_mirror_throughput"`
+	Pipelines   []pipelineResult     `json:"pipeline"`
 }
 
 func main() {
@@ -117,7 +119,8 @@ func main() {
 	latSecs := flag.Int("latency-seconds", 20, "duration of the produce latency run")
 	flag.IntVar(&s.Backlog16, "backlog", 2000000, "backlog records of the 16-partition mirror topics (2,000,000 × 1 KiB: the 2 GB backlog of issue 4)")
 	flag.IntVar(&s.Backlog1, "backlog1", 300000, "backlog records of the 1-partition mirror topics")
-	flag.IntVar(&s.LagRate, "lag-rate", 10000, "records/s of the steady-state lag run")
+	flag.IntVar(&s.LagRate, "lag-rate", 0, "records/s of the steady-state lag runs; 0: half of the maximum, kmirror's measured 16-partition catch-up records/s of the same codec")
+	flag.IntVar(&s.LagProducers, "lag-producers", 4, "producer clients sharing the paced load of a steady-state lag run")
 	lagSecs := flag.Int("lag-seconds", 20, "duration of each steady-state lag run")
 	flag.StringVar(&s.MM2Target, "mm2-target", "kmirror", "MirrorMaker 2 destination: kmirror or kafka")
 	out := flag.String("out", "bench/results", "directory for the results")
@@ -145,7 +148,7 @@ func main() {
 	log4jConf = filepath.Join(tmp, "log4j2.yaml")
 	must(os.WriteFile(log4jConf, []byte(log4jYAML), 0o644))
 
-	rep := report{Date: time.Now().UTC().Format(time.RFC3339), Machine: describeMachine(tmp), Settings: s, Lags: map[string]latency{}}
+	rep := report{Date: time.Now().UTC().Format(time.RFC3339), Machine: describeMachine(tmp), Settings: s, Lags: map[string]lagResult{}}
 	if *only != "mirror" {
 		rep.Brokers = []brokerResult{
 			benchBroker("kmirror", func() *proc { return startKmirror(bin, "kmirror", filepath.Join(tmp, "b-kmirror")) }, s),
@@ -187,7 +190,7 @@ func benchBroker(name string, start func() *proc, s settings) brokerResult {
 	stop()
 	r.Produce1 = produce(p.addr, "t1", "none", s.BrokerRecords)
 	logf("broker %s: latency at %d records/s for %.0fs", name, s.LatencyRate, s.LatencySeconds)
-	r.Latency = summarize(paced(p.addr, "lat", "none", s.LatencyRate, time.Duration(s.LatencySeconds)*time.Second))
+	r.Latency = summarize(paced(p.addr, "lat", "none", s.LatencyRate, time.Duration(s.LatencySeconds)*time.Second, 1).Lat)
 	r.PeakRSSMB = p.peakRSSMB()
 	r.CPUSeconds = p.cpu()
 	return r
@@ -240,13 +243,38 @@ func benchMirror(bin, tmp string, s settings, withMM2 bool, rep *report) {
 			rep.CatchUps = append(rep.CatchUps, c)
 		}
 	}
+	// The lag runs go at half of the maximum rate: kmirror's 16-partition catch-up
+	// records/s of the same codec (or at -lag-rate); MirrorMaker 2 gets the same rate.
 	lagD := time.Duration(s.LagSeconds) * time.Second
+	maxRate, lagRate := map[string]float64{}, map[string]int{}
 	for _, c := range codecs {
-		logf("mirror: kmirror steady-state lag %s", c)
+		for _, cu := range rep.CatchUps {
+			if cu.Engine == "kmirror" && cu.Codec == c && cu.Error == "" {
+				maxRate[c] = cu.RecPerS
+			}
+		}
+		lagRate[c] = s.LagRate
+		if lagRate[c] <= 0 {
+			lagRate[c] = int(maxRate[c] / 2)
+		}
+	}
+	lagRun := func(engine, c, srcTopic, dstAddr, dstTopic string) {
+		if lagRate[c] <= 0 {
+			logf("mirror: %s steady-state lag %s skipped: no measured maximum rate", engine, c)
+			rep.Lags[engine+"/"+c] = lagResult{Error: "no measured maximum rate (kmirror's catch-up failed)"}
+			return
+		}
+		logf("mirror: %s steady-state lag %s at %d records/s (maximum %.0f records/s)", engine, c, lagRate[c], maxRate[c])
+		l := endToEnd(src.addr, srcTopic, dstAddr, dstTopic, c, lagRate[c], s.LagProducers, lagD, 3*time.Second)
+		l.MaxRate = maxRate[c]
+		logf("mirror: %s steady-state lag %s: achieved %.0f of %d records/s, p50 %.1f ms, p99 %.1f ms", engine, c, l.AchievedRate, l.TargetRate, l.P50Ms, l.P99Ms)
+		rep.Lags[engine+"/"+c] = l
+	}
+	for _, c := range codecs {
 		mirrorsCLI(bin, dst.addr, "--start", "--mirror", "bench", "--topics", "lk-"+c)
 		waitTopic(dst.addr, "lk-"+c)
 		time.Sleep(time.Second) // the fetcher's first (empty) fetch is in flight
-		rep.Lags["kmirror/"+c] = endToEnd(src.addr, "lk-"+c, dst.addr, "lk-"+c, c, s.LagRate, lagD, 3*time.Second)
+		lagRun("kmirror", c, "lk-"+c, dst.addr, "lk-"+c)
 	}
 	for _, c := range codecs {
 		logf("mirror: consume-and-re-produce pipeline %s", c)
@@ -275,7 +303,7 @@ func benchMirror(bin, tmp string, s settings, withMM2 bool, rep *report) {
 		rep.CatchUps = append(rep.CatchUps, cu)
 		if cu.Error == "" {
 			waitTopic(target.addr, "src.lm-"+c)
-			rep.Lags["MirrorMaker 2/"+c] = endToEnd(src.addr, "lm-"+c, target.addr, "src.lm-"+c, c, s.LagRate, lagD, 3*time.Second)
+			lagRun("MirrorMaker 2", c, "lm-"+c, target.addr, "src.lm-"+c)
 		}
 		mm.stop()
 	}

@@ -94,8 +94,12 @@ func renderMarkdown(r report) string {
 	}
 	if len(r.CatchUps) > 0 {
 		fmt.Fprintf(&b, "#### Mirroring: kmirror Cluster Mirroring vs MirrorMaker 2 (dedicated mode)\n\n")
-		fmt.Fprintf(&b, "Source: one Apache Kafka %s broker. Destination: a kmirror broker for each engine (MirrorMaker 2 target: %s). Backlog: %d records × %d B on 16 partitions (%.2f GB of values). Steady-state lag: %d records/s for %.0f s, first 3 s left out, produced on the source → read by a consumer on the destination (send time in the value). CPU: utime+stime from /proc of the mirroring process (kmirror: the destination broker; MirrorMaker 2: its JVM), per GB of values, over the catch-up; “+ dest” adds the destination broker.\n\n",
-			s.KafkaVersion, s.MM2Target, s.Backlog16, s.RecordBytes, float64(s.Backlog16*s.RecordBytes)/1e9, s.LagRate, s.LagSeconds)
+		lagRate := "half of the maximum rate, the maximum being kmirror's measured 16-partition catch-up records/s of the same codec (the same target for both engines)"
+		if s.LagRate > 0 {
+			lagRate = fmt.Sprintf("a fixed %d records/s", s.LagRate)
+		}
+		fmt.Fprintf(&b, "Source: one Apache Kafka %s broker. Destination: a kmirror broker for each engine (MirrorMaker 2 target: %s). Backlog: %d records × %d B on 16 partitions (%.2f GB of values). Steady-state lag: records produced on the source at %s by %d paced producer clients for %.0f s, first 3 s left out, send time (in the value) → read by a consumer on the destination. “Achieved” is the produced rate (records / first send → last acknowledgement); where it is below the target the producers on this machine could not pace the target, were behind all along, and the lag includes the time records waited in their buffers. CPU: utime+stime from /proc of the mirroring process (kmirror: the destination broker; MirrorMaker 2: its JVM), per GB of values, over the catch-up; “+ dest” adds the destination broker.\n\n",
+			s.KafkaVersion, s.MM2Target, s.Backlog16, s.RecordBytes, float64(s.Backlog16*s.RecordBytes)/1e9, lagRate, s.LagProducers, s.LagSeconds)
 		fmt.Fprintf(&b, "| codec | metric | kmirror | MirrorMaker 2 | kmirror / MM2 |\n|---|---|---:|---:|---:|\n")
 		for _, c := range []string{"none", "zstd"} {
 			var k, mm catchUp
@@ -117,6 +121,20 @@ func renderMarkdown(r report) string {
 			row("catch-up MB/s", k.MBps, mm.MBps)
 			row("catch-up records/s", k.RecPerS, mm.RecPerS)
 			kl, ml := r.Lags["kmirror/"+c], r.Lags["MirrorMaker 2/"+c]
+			target := "lag run: target records/s"
+			if s.LagRate <= 0 {
+				target += fmt.Sprintf(" (half of the measured maximum %s records/s)", num(kl.MaxRate))
+			}
+			row(target, float64(kl.TargetRate), float64(ml.TargetRate))
+			row("lag run: achieved produced records/s", kl.AchievedRate, ml.AchievedRate)
+			for _, e := range []struct {
+				engine string
+				l      lagResult
+			}{{"kmirror", kl}, {"MirrorMaker 2", ml}} {
+				if e.l.Error != "" {
+					fmt.Fprintf(&b, "| %s | %s lag run: %s | | | |\n", c, e.engine, e.l.Error)
+				}
+			}
 			row("steady-state lag p50 ms", kl.P50Ms, ml.P50Ms)
 			row("steady-state lag p99 ms", kl.P99Ms, ml.P99Ms)
 			row("CPU s/GB, mirroring process", k.CPUPerGB, mm.CPUPerGB)
