@@ -16,7 +16,7 @@
 //     producers achieved, CPU seconds per GB, uncompressed and zstd. Plus
 //     kmirror's mirroring throughput for 1 and 16 partitions against the destination's own
 //     produce throughput, and its CPU per GB against a franz-go consume-and-re-produce
-//     pipeline.
+//     pipeline over the same backlogs (1 and 16 partitions).
 //
 // Results go to bench/results/versus-<date>.json and .md. Apache Kafka's jars come from
 // test/interop/fetch-kafka.sh. Run from the repository root: go run ./bench/versus (or
@@ -276,10 +276,10 @@ func benchMirror(bin, tmp string, s settings, withMM2 bool, rep *report) {
 		time.Sleep(time.Second) // the fetcher's first (empty) fetch is in flight
 		lagRun("kmirror", c, "lk-"+c, dst.addr, "lk-"+c)
 	}
-	for _, c := range codecs {
-		logf("mirror: consume-and-re-produce pipeline %s", c)
-		stop := profile(dst, "kmirror-pipeline-dest-"+c)
-		rep.Pipelines = append(rep.Pipelines, pipeline(src.addr, dst, "b16-"+c, c, 16, s.Backlog16))
+	for _, b := range backlogs {
+		logf("mirror: consume-and-re-produce pipeline %s", b.topic)
+		stop := profile(dst, "kmirror-pipeline-dest-"+b.topic)
+		rep.Pipelines = append(rep.Pipelines, pipeline(src.addr, dst, b.topic, b.codec, b.parts, b.n))
 		stop()
 	}
 	dst.stop()

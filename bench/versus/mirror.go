@@ -125,6 +125,7 @@ func mm2Properties(src, dst, topics, codec string) string {
 
 // pipelineResult is the consume-and-re-produce pipeline over a backlog.
 type pipelineResult struct {
+	Partitions    int     `json:"partitions"`
 	Codec         string  `json:"codec"`
 	Records       int     `json:"records"`
 	Seconds       float64 `json:"seconds"`
@@ -134,9 +135,10 @@ type pipelineResult struct {
 }
 
 // pipeline runs this program's `pipeline` subcommand from srcTopic on src into a new
-// topic on dst and measures its CPU (rusage) and the destination broker's.
+// topic pipe<partitions>-<codec> on dst and measures its CPU (rusage) and the destination
+// broker's.
 func pipeline(src string, dst *proc, srcTopic, codec string, partitions, n int) pipelineResult {
-	out := "pipe-" + codec
+	out := fmt.Sprintf("pipe%d-%s", partitions, codec)
 	createTopic(dst.addr, out, partitions)
 	self, err := os.Executable()
 	must(err)
@@ -151,7 +153,7 @@ func pipeline(src string, dst *proc, srcTopic, codec string, partitions, n int) 
 	ru := cmd.ProcessState
 	cpu := (ru.UserTime() + ru.SystemTime()).Seconds()
 	gb := float64(n) * recordSize / 1e9
-	return pipelineResult{Codec: codec, Records: n, Seconds: el, MBps: float64(n) * recordSize / el / 1e6,
+	return pipelineResult{Partitions: partitions, Codec: codec, Records: n, Seconds: el, MBps: float64(n) * recordSize / el / 1e6,
 		CPUPerGB: cpu / gb, CPUPerGBTotal: (cpu + dst.cpu() - cpuD0) / gb}
 }
 

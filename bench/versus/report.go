@@ -148,7 +148,7 @@ func renderMarkdown(r report) string {
 		for _, mr := range r.MirrorRates {
 			pipe, total := "", 0.0
 			for _, p := range r.Pipelines {
-				if p.Codec == mr.Codec && mr.Partitions == 16 {
+				if p.Codec == mr.Codec && p.Partitions == mr.Partitions {
 					pipe, total = fmt.Sprintf("%s (%s)", num(p.CPUPerGB), num(p.CPUPerGBTotal)), p.CPUPerGBTotal
 				}
 			}
@@ -160,7 +160,7 @@ func renderMarkdown(r report) string {
 				num(mr.Mirror.MBps), num(mr.Mirror.RecPerS), num(mr.DestProduce.MBps), ratio(mr.Mirror.MBps, mr.DestProduce.MBps), num(mr.Mirror.CPUPerGB), pipe, cmp)
 		}
 		b.WriteString("\n")
-		b.WriteString("Notes: “dest produce” is franz-go producing the same records into the kmirror destination (same partitions and codec); with zstd it is bound by the client's own compression on this 2-core machine, so the zstd “mirror / produce” ratio overstates. The pipeline is a franz-go consumer on the source feeding a franz-go producer into the destination (same partition and codec), run as its own process; its CPU is read with getrusage, “+ dest” adds the destination broker's. Only the pipeline's 16-partition runs exist, so the 1-partition rows have no pipeline figure.\n\n")
+		b.WriteString("Notes: “dest produce” is franz-go producing the same records into the kmirror destination (same partitions and codec); with zstd it is bound by the client's own compression on this 2-core machine, so the zstd “mirror / produce” ratio overstates. The pipeline is a franz-go consumer on the source feeding a franz-go producer into the destination (same partition and codec), run as its own process; its CPU is read with getrusage, “+ dest” adds the destination broker's. It copies the same backlogs as the mirror (1 and 16 partitions).\n\n")
 	}
 	b.WriteString("The machine is shared (2 cores, other work may run at the same time), so figures vary between runs by up to about 2× for throughput; the ratios of one run are what to compare.\n")
 	return b.String()
