@@ -661,7 +661,7 @@ func fetchFirst(t *testing.T, cl *kgo.Client, topic string, offset int64) record
 	fp.FetchOffset, fp.PartitionMaxBytes = offset, 1<<20
 	ft.Partitions = append(ft.Partitions, fp)
 	req.Topics = append(req.Topics, ft)
-	kresp, err := cl.Request(context.Background(), &fetchV12{req})
+	kresp, err := cl.Request(context.Background(), &fetchByName{req})
 	if err != nil {
 		t.Fatal(err)
 	}

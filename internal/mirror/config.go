@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
+	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
@@ -458,17 +459,27 @@ func (c *mirrorConfig) clientOpts(mirrorName string) ([]kgo.Opt, error) {
 	if tcfg != nil {
 		opts = append(opts, kgo.DialTLSConfig(tcfg))
 	}
-	if strings.HasPrefix(c.securityProtocol, "SASL") {
-		switch c.saslMechanism {
-		case "PLAIN":
-			opts = append(opts, kgo.SASL(plain.Auth{User: c.saslUser, Pass: c.saslPass}.AsMechanism()))
-		case "SCRAM-SHA-256":
-			opts = append(opts, kgo.SASL(scram.Auth{User: c.saslUser, Pass: c.saslPass}.AsSha256Mechanism()))
-		case "SCRAM-SHA-512":
-			opts = append(opts, kgo.SASL(scram.Auth{User: c.saslUser, Pass: c.saslPass}.AsSha512Mechanism()))
-		}
+	if m := c.mechanism(); m != nil {
+		opts = append(opts, kgo.SASL(m))
 	}
 	return opts, nil
+}
+
+// mechanism returns franz-go's SASL mechanism for SASL_PLAINTEXT and SASL_SSL, nil
+// otherwise. The admin client and the fetch connections both use it.
+func (c *mirrorConfig) mechanism() sasl.Mechanism {
+	if !strings.HasPrefix(c.securityProtocol, "SASL") {
+		return nil
+	}
+	switch c.saslMechanism {
+	case "PLAIN":
+		return plain.Auth{User: c.saslUser, Pass: c.saslPass}.AsMechanism()
+	case "SCRAM-SHA-256":
+		return scram.Auth{User: c.saslUser, Pass: c.saslPass}.AsSha256Mechanism()
+	case "SCRAM-SHA-512":
+		return scram.Auth{User: c.saslUser, Pass: c.saslPass}.AsSha512Mechanism()
+	}
+	return nil
 }
 
 // describeSecurity names the security settings of the source connection for error

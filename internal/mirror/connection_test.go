@@ -10,6 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
+	"hash/fnv"
 	"math/big"
 	"net"
 	"os"
@@ -568,4 +569,56 @@ func TestThrottledRate(t *testing.T) {
 	}
 	t.Logf("mirrored %d bytes in %v", total, took)
 	e.checkIdentity(src, "bulk", 1)
+}
+
+// TestFetchersOwnConnections: with mirror.num.replica.fetchers=2 each fetcher has its own
+// connection to the source broker (spec section 3). The source is a kmirror broker, which
+// like Kafka answers one connection's requests in order. Once caught up, both fetchers
+// park in 2-minute long polls (fetch.wait.max.ms). Records produced only to the other
+// fetcher's partitions must then be mirrored: on a shared connection that Fetch would
+// queue behind partition 0's parked one, past the test's wait.
+func TestFetchersOwnConnections(t *testing.T) {
+	const parts = 8
+	a := startBroker(t)
+	acl := a.client(kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	createTopicOn(t, acl, "orders", parts)
+	produceTo := func(ps []int32) {
+		t.Helper()
+		var recs []*kgo.Record
+		for _, p := range ps {
+			for i := range 5 {
+				recs = append(recs, &kgo.Record{Topic: "orders", Partition: p, Value: fmt.Appendf(nil, "p%d-%d", p, i)})
+			}
+		}
+		if err := acl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// partition i goes to fetcher fnv32a("orders-i") mod 2 (runner.assign)
+	fetcherOf := func(p int32) uint32 {
+		h := fnv.New32a()
+		fmt.Fprintf(h, "orders-%d", p)
+		return h.Sum32() % 2
+	}
+	var all, others []int32
+	for p := int32(0); p < parts; p++ {
+		all = append(all, p)
+		if fetcherOf(p) != fetcherOf(0) {
+			others = append(others, p)
+		}
+	}
+	if len(others) == 0 {
+		t.Fatal("every partition hashes to partition 0's fetcher")
+	}
+	produceTo(all)
+	cfg := fastConfig()
+	cfg.NumReplicaFetchers = 2
+	e := newEnvWith(t, cfg)
+	e.createMirror("m1", a.b.Addr(), "fetch.wait.max.ms", "120000")
+	e.startTopics("m1", "orders")
+	e.waitCaughtUp(acl, "m1", "orders")
+	time.Sleep(200 * time.Millisecond) // both fetchers are back in their long polls
+	produceTo(others)
+	e.waitCaughtUp(acl, "m1", "orders")
+	e.checkIdentity(acl, "orders", parts)
 }

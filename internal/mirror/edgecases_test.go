@@ -114,7 +114,7 @@ func fetchAborted(t *testing.T, cl *kgo.Client, topic string, offset int64, isol
 	fp.FetchOffset, fp.PartitionMaxBytes = offset, maxBytes
 	ft.Partitions = append(ft.Partitions, fp)
 	req.Topics = append(req.Topics, ft)
-	kresp, err := cl.Request(context.Background(), &fetchV12{req})
+	kresp, err := cl.Request(context.Background(), &fetchByName{req})
 	if err != nil {
 		t.Fatal(err)
 	}

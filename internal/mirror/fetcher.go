@@ -33,6 +33,11 @@ type fetcher struct {
 
 	cancel context.CancelFunc
 	done   chan struct{}
+
+	// owned by the run goroutine
+	conn    *fetchConn
+	connSrc *source  // the source conn was dialed for
+	bufs    [][]byte // response buffers free for reuse (at most two are in use)
 }
 
 func newFetcher(r *mirrorRT, key fetcherKey) *fetcher {
@@ -74,19 +79,15 @@ func (f *fetcher) snapshot() []*partition {
 	return out
 }
 
-// fetchV12 caps a Fetch request at version 12 for sources without topic IDs.
-type fetchV12 struct{ *kmsg.FetchRequest }
-
-// MaxVersion returns 12, the last Fetch version addressing topics by name.
-func (fetchV12) MaxVersion() int16 { return 12 }
-
 func (f *fetcher) run(ctx context.Context) {
 	defer close(f.done)
+	defer f.closeConn()
 	var pre *prefetch // the next Fetch, already sent
 	for ctx.Err() == nil {
 		ps := f.snapshot()
 		if len(ps) == 0 {
 			pre = nil
+			f.bufs = nil // idle: give the response buffers back
 			select {
 			case <-ctx.Done():
 				return
@@ -125,19 +126,23 @@ func (f *fetcher) fetchOnce(ctx context.Context, ps []*partition, pre *prefetch)
 		}
 	}
 	var reqPos map[*partition]fetchPos
-	var kresp kmsg.Response
+	var buf []byte
 	var err error
 	if resp == nil {
-		var kreq kmsg.Request
-		kreq, offsets, reqPos = f.buildFetch(cfg, ps, nil)
-		if kreq == nil {
+		req, noIDs, offs, pos := f.buildFetch(cfg, ps, nil)
+		if req == nil {
 			return false, nil
 		}
-		broker := src.cl.Broker(int(f.key.broker))
-		kresp, err = broker.Request(ctx, kreq)
+		offsets, reqPos = offs, pos
+		var conn *fetchConn
+		if conn, err = f.connFor(ctx, cfg, src); err == nil {
+			resp = kmsg.NewPtrFetchResponse()
+			buf, err = conn.fetch(ctx, req, noIDs, resp, f.getBuf(), fetchTimeout(cfg))
+		}
 	} else {
-		reqPos = pre.pos
+		reqPos, buf = pre.pos, pre.buf
 	}
+	defer f.putBuf(buf) // the batches of resp live in buf until they are appended
 	if err != nil {
 		if ctx.Err() != nil {
 			return true, nil
@@ -155,9 +160,6 @@ func (f *fetcher) fetchOnce(ctx context.Context, ps []*partition, pre *prefetch)
 			p.mu.Unlock()
 		}
 		return false, nil
-	}
-	if resp == nil {
-		resp = kresp.(*kmsg.FetchResponse)
 	}
 	if resp.ErrorCode != 0 {
 		f.r.m.log.Warn("mirror fetch error", "mirror", f.r.name, "sourceBroker", f.key.broker,
@@ -208,6 +210,54 @@ func (f *fetcher) fetchOnce(ctx context.Context, ps []*partition, pre *prefetch)
 		next = nil // unusual: drop the prefetch, the next round fetches sequentially
 	}
 	return ok || total > 0, next
+}
+
+// fetchTimeout bounds one Fetch round trip: the long poll plus request.timeout.ms.
+func fetchTimeout(cfg *mirrorConfig) time.Duration {
+	return time.Duration(cfg.fetchWaitMaxMs)*time.Millisecond + cfg.requestTimeout
+}
+
+// connFor returns the fetcher's connection to its source broker, dialing it when there
+// is none, it broke, or the source changed.
+func (f *fetcher) connFor(ctx context.Context, cfg *mirrorConfig, src *source) (*fetchConn, error) {
+	if f.conn != nil && f.connSrc == src && f.conn.usable() {
+		return f.conn, nil
+	}
+	f.closeConn()
+	addr := src.brokerAddr(f.key.broker)
+	if addr == "" {
+		return nil, fmt.Errorf("no address known for source broker %d", f.key.broker)
+	}
+	c, err := dialFetchConn(ctx, cfg, addr, "kmirror-mirror-"+f.r.name)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", addr, err)
+	}
+	f.conn, f.connSrc = c, src
+	return c, nil
+}
+
+func (f *fetcher) closeConn() {
+	if f.conn != nil {
+		f.conn.close()
+		f.conn, f.connSrc = nil, nil
+	}
+}
+
+// getBuf returns a response buffer to read into; putBuf gives it back once the batches
+// in it are appended.
+func (f *fetcher) getBuf() []byte {
+	if n := len(f.bufs); n > 0 {
+		b := f.bufs[n-1]
+		f.bufs = f.bufs[:n-1]
+		return b
+	}
+	return nil
+}
+
+func (f *fetcher) putBuf(b []byte) {
+	if cap(b) > 0 && len(f.bufs) < 2 {
+		f.bufs = append(f.bufs, b[:0])
+	}
 }
 
 // sourceRange looks up the source log start and end of p after OFFSET_OUT_OF_RANGE.

@@ -339,7 +339,7 @@ func sourceBatches(t *testing.T, cl *kgo.Client, topic string, partition int32) 
 		fp.PartitionMaxBytes = 1 << 20
 		ft.Partitions = append(ft.Partitions, fp)
 		req.Topics = append(req.Topics, ft)
-		pin := &fetchV12{req}
+		pin := &fetchByName{req}
 		kresp, err := cl.Request(context.Background(), pin)
 		if err != nil {
 			t.Fatalf("source fetch: %v", err)
@@ -421,3 +421,9 @@ func (e *env) localLog(topic string, p int32) *storage.Log {
 	}
 	return l
 }
+
+// fetchByName caps a test's Fetch at version 12, the last addressing topics by name.
+type fetchByName struct{ *kmsg.FetchRequest }
+
+// MaxVersion returns 12.
+func (fetchByName) MaxVersion() int16 { return 12 }

@@ -34,14 +34,16 @@ type prefetch struct {
 	pos     map[*partition]fetchPos
 	offsets map[fetchKey]int64
 	done    chan struct{}
-	resp    kmsg.Response
+	resp    *kmsg.FetchResponse
+	buf     []byte // holds resp's record batches
 	err     error
 }
 
 // buildFetch builds a Fetch for ps at pos (nil: at each local LEO and last fetched
-// epoch). It returns nil when no partition can be fetched.
-func (f *fetcher) buildFetch(cfg *mirrorConfig, ps []*partition, pos map[*partition]fetchPos) (kmsg.Request, map[fetchKey]int64, map[*partition]fetchPos) {
-	req := kmsg.NewPtrFetchRequest()
+// epoch). It returns nil when no partition can be fetched; noIDs is true when a topic
+// has no topic ID (the request must then be v12 or lower, addressing topics by name).
+func (f *fetcher) buildFetch(cfg *mirrorConfig, ps []*partition, pos map[*partition]fetchPos) (req *kmsg.FetchRequest, noIDs bool, offsets map[fetchKey]int64, used map[*partition]fetchPos) {
+	req = kmsg.NewPtrFetchRequest()
 	req.ReplicaID = -1
 	req.ReplicaState.ID = -1
 	req.MaxWaitMillis = cfg.fetchWaitMaxMs
@@ -49,10 +51,9 @@ func (f *fetcher) buildFetch(cfg *mirrorConfig, ps []*partition, pos map[*partit
 	req.MaxBytes = cfg.fetchRespMax
 	req.IsolationLevel = 0
 	req.SessionEpoch = -1
-	offsets := map[fetchKey]int64{}
-	used := map[*partition]fetchPos{}
+	offsets = map[fetchKey]int64{}
+	used = map[*partition]fetchPos{}
 	topicIdx := map[string]int{}
-	useIDs := true
 	for _, p := range ps {
 		fp, ok := pos[p]
 		if !ok {
@@ -67,7 +68,7 @@ func (f *fetcher) buildFetch(cfg *mirrorConfig, ps []*partition, pos map[*partit
 			p.mu.Unlock()
 		}
 		if p.topicID == (metadata.TopicID{}) {
-			useIDs = false
+			noIDs = true
 		}
 		i, ok := topicIdx[p.topic]
 		if !ok {
@@ -90,12 +91,9 @@ func (f *fetcher) buildFetch(cfg *mirrorConfig, ps []*partition, pos map[*partit
 		used[p] = fp
 	}
 	if len(req.Topics) == 0 {
-		return nil, nil, nil
+		return nil, false, nil, nil
 	}
-	if !useIDs {
-		return fetchV12{req}, offsets, used
-	}
-	return req, offsets, used
+	return req, noIDs, offsets, used
 }
 
 // startPrefetch predicts every partition's position after resp is appended (from the
@@ -149,15 +147,15 @@ func (f *fetcher) startPrefetch(ctx context.Context, cfg *mirrorConfig, src *sou
 			pos[p] = next
 		}
 	}
-	req, offsets, used := f.buildFetch(cfg, ps, pos)
-	if req == nil || len(used) != len(ps) {
+	req, noIDs, offsets, used := f.buildFetch(cfg, ps, pos)
+	if req == nil || len(used) != len(ps) || f.conn == nil || f.connSrc != src {
 		return nil
 	}
-	pf := &prefetch{src: src, pos: used, offsets: offsets, done: make(chan struct{})}
-	broker := src.cl.Broker(int(f.key.broker))
+	pf := &prefetch{src: src, pos: used, offsets: offsets, done: make(chan struct{}), resp: kmsg.NewPtrFetchResponse()}
+	conn, buf := f.conn, f.getBuf()
 	go func() {
 		defer close(pf.done)
-		pf.resp, pf.err = broker.Request(ctx, req)
+		pf.buf, pf.err = conn.fetch(ctx, req, noIDs, pf.resp, buf, fetchTimeout(cfg))
 	}()
 	return pf
 }
@@ -220,9 +218,8 @@ func (pf *prefetch) wait(ctx context.Context) (*kmsg.FetchResponse, map[fetchKey
 		return nil, nil
 	case <-pf.done:
 	}
-	resp, ok := pf.resp.(*kmsg.FetchResponse)
-	if pf.err != nil || !ok {
+	if pf.err != nil {
 		return nil, nil
 	}
-	return resp, pf.offsets
+	return pf.resp, pf.offsets
 }

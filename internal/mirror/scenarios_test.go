@@ -62,7 +62,7 @@ func sourceAborted(t *testing.T, cl *kgo.Client, topic string) []string {
 	fp.PartitionMaxBytes = 10 << 20
 	ft.Partitions = append(ft.Partitions, fp)
 	req.Topics = append(req.Topics, ft)
-	kresp, err := cl.Request(context.Background(), &fetchV12{req})
+	kresp, err := cl.Request(context.Background(), &fetchByName{req})
 	if err != nil {
 		t.Fatal(err)
 	}

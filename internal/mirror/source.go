@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -20,6 +23,17 @@ import (
 type source struct {
 	cl  *kgo.Client
 	cfg *mirrorConfig
+	// brokers maps source node IDs to host:port, from the last Metadata response; the
+	// fetchers dial their own connections with it
+	brokers atomic.Pointer[map[int32]string]
+}
+
+// brokerAddr returns the host:port of source broker id, "" when unknown.
+func (s *source) brokerAddr(id int32) string {
+	if m := s.brokers.Load(); m != nil {
+		return (*m)[id]
+	}
+	return ""
 }
 
 func newSource(name string, cfg *mirrorConfig) (*source, error) {
@@ -65,6 +79,13 @@ func (s *source) metadata(ctx context.Context, topics []string) (*sourceMeta, er
 	resp, err := req.RequestWith(ctx, s.cl)
 	if err != nil {
 		return nil, err
+	}
+	if len(resp.Brokers) > 0 {
+		addrs := make(map[int32]string, len(resp.Brokers))
+		for _, b := range resp.Brokers {
+			addrs[b.NodeID] = net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
+		}
+		s.brokers.Store(&addrs)
 	}
 	m := &sourceMeta{topics: map[string]*sourceTopic{}, missing: map[string]bool{}}
 	if resp.ClusterID != nil {
