@@ -44,6 +44,7 @@ type Broker interface {
 // *Manager implements it. A service that does not is reported without mirror metrics.
 type MirrorStats interface {
 	Stats() []mirror.PartitionStat
+	FetchStats() []mirror.FetchStat
 	DescribeClusterMirrors(context.Context, *mirrorproto.DescribeClusterMirrorsRequest) *mirrorproto.DescribeClusterMirrorsResponse
 }
 
@@ -64,6 +65,14 @@ var (
 		"Record-batch bytes received from the source since the broker started.", partLabels, nil)
 	descBytesAppended = prometheus.NewDesc("kmirror_mirror_partition_appended_bytes_total",
 		"Record-batch bytes appended to the mirror partition since the broker started.", partLabels, nil)
+	descRecords = prometheus.NewDesc("kmirror_mirror_partition_records_total",
+		"Records (from the batch headers, control records included) appended to the mirror partition since the broker started.", partLabels, nil)
+	descSecondsBehind = prometheus.NewDesc("kmirror_mirror_partition_seconds_behind",
+		"0 when the lag is 0, else the age of the newest mirrored batch's max timestamp (absent when unknown: nothing appended since the broker started).", partLabels, nil)
+	descFetchRequests = prometheus.NewDesc("kmirror_mirror_fetch_requests_total",
+		"Fetch requests the mirror's fetchers sent to the source since the broker started.", []string{"mirror"}, nil)
+	descFetchErrors = prometheus.NewDesc("kmirror_mirror_fetch_errors_total",
+		"Failed mirror Fetch requests (connection errors, top-level error codes) plus partitions answered with an error code, since the broker started.", []string{"mirror"}, nil)
 	descAppends = prometheus.NewDesc("kmirror_mirror_partition_appends_total",
 		"Appends of mirrored record batches to the mirror partition since the broker started (one append may hold many batches).", partLabels, nil)
 	descSkipped = prometheus.NewDesc("kmirror_mirror_partition_skipped_offsets",
@@ -106,7 +115,7 @@ func NewCollector(b Broker) *Collector { return &Collector{b: b} }
 // Describe sends the descriptors of every metric (prometheus.Collector).
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descTopics, descPartitions, descMirrors, descLag, descSourceHW, descLEO,
-		descBytesFetched, descBytesAppended, descAppends, descSkipped, descTruncated, descRetry, descPartState,
+		descBytesFetched, descBytesAppended, descAppends, descRecords, descSecondsBehind, descFetchRequests, descFetchErrors, descSkipped, descTruncated, descRetry, descPartState,
 		descStateCount, descSyncErrors, descSyncLastSuccess, descSyncLastError} {
 		ch <- d
 	}
@@ -169,6 +178,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descBytesFetched, prometheus.CounterValue, float64(s.BytesFetched), lv...)
 		ch <- prometheus.MustNewConstMetric(descBytesAppended, prometheus.CounterValue, float64(s.BytesAppended), lv...)
 		ch <- prometheus.MustNewConstMetric(descAppends, prometheus.CounterValue, float64(s.Appends), lv...)
+		ch <- prometheus.MustNewConstMetric(descRecords, prometheus.CounterValue, float64(s.RecordsAppended), lv...)
+		if s.SecondsBehind >= 0 {
+			ch <- prometheus.MustNewConstMetric(descSecondsBehind, prometheus.GaugeValue, s.SecondsBehind, lv...)
+		}
 		ch <- prometheus.MustNewConstMetric(descSkipped, prometheus.GaugeValue, float64(s.SkippedOffsets), lv...)
 		ch <- prometheus.MustNewConstMetric(descTruncated, prometheus.GaugeValue, float64(s.TruncatedRecords), lv...)
 		ch <- prometheus.MustNewConstMetric(descPartState, prometheus.GaugeValue, 1, append(lv, s.State.String())...)
@@ -181,6 +194,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			}
 			ch <- prometheus.MustNewConstMetric(descRetry, prometheus.GaugeValue, float64(d.RetryAttempt), lv...)
 		}
+	}
+	for _, f := range ms.FetchStats() {
+		ch <- prometheus.MustNewConstMetric(descFetchRequests, prometheus.CounterValue, float64(f.Requests), f.Mirror)
+		ch <- prometheus.MustNewConstMetric(descFetchErrors, prometheus.CounterValue, float64(f.Errors), f.Mirror)
 	}
 	for m, byState := range counts {
 		for _, st := range allStates {

@@ -121,6 +121,10 @@ func TestMirrorMetrics(t *testing.T) {
 		`kmirror_mirror_partitions{mirror="m1",state="FAILED"}`:                                  "0",
 		`kmirror_mirror_sync_errors_total{mirror="m1",task="topic-configs"}`:                     "0",
 		"kmirror_mirror_partition_skipped_offsets" + p0:                                          "0",
+		"kmirror_mirror_partition_records_total" + p0:                                            "5",
+		"kmirror_mirror_partition_records_total" + p1:                                            "0",
+		"kmirror_mirror_partition_seconds_behind" + p0:                                           "0",
+		`kmirror_mirror_fetch_errors_total{mirror="m1"}`:                                         "0",
 	}
 	for k, v := range want {
 		if got[k] != v {
@@ -129,6 +133,9 @@ func TestMirrorMetrics(t *testing.T) {
 	}
 	if v := got["kmirror_mirror_partition_fetched_bytes_total"+p0]; v == "" || v == "0" {
 		t.Errorf("fetched bytes of partition 0 = %q, want > 0", v)
+	}
+	if v := got[`kmirror_mirror_fetch_requests_total{mirror="m1"}`]; v == "" || v == "0" {
+		t.Errorf("fetch requests of m1 = %q, want > 0", v)
 	}
 	if v := got["kmirror_mirror_partition_appends_total"+p0]; v == "" || v == "0" {
 		t.Errorf("appends of partition 0 = %q, want > 0", v)

@@ -136,6 +136,7 @@ func (f *fetcher) fetchOnce(ctx context.Context, ps []*partition, pre *prefetch)
 		offsets, reqPos = offs, pos
 		var conn *fetchConn
 		if conn, err = f.connFor(ctx, cfg, src); err == nil {
+			f.r.fetchRequests.Add(1)
 			resp = kmsg.NewPtrFetchResponse()
 			buf, err = conn.fetch(ctx, req, noIDs, resp, f.getBuf(), fetchTimeout(cfg))
 		}
@@ -147,6 +148,7 @@ func (f *fetcher) fetchOnce(ctx context.Context, ps []*partition, pre *prefetch)
 		if ctx.Err() != nil {
 			return true, nil
 		}
+		f.r.fetchErrors.Add(1)
 		f.r.m.log.Warn("mirror fetch failed", "mirror", f.r.name, "sourceBroker", f.key.broker, "err", err)
 		f.r.requestMeta()
 		msg := fmt.Sprintf("fetch from source broker %d over %s: %v", f.key.broker, cfg.describeSecurity(), err)
@@ -162,6 +164,7 @@ func (f *fetcher) fetchOnce(ctx context.Context, ps []*partition, pre *prefetch)
 		return false, nil
 	}
 	if resp.ErrorCode != 0 {
+		f.r.fetchErrors.Add(1)
 		f.r.m.log.Warn("mirror fetch error", "mirror", f.r.name, "sourceBroker", f.key.broker,
 			"err", kerr.ErrorForCode(resp.ErrorCode))
 		f.r.requestMeta()
@@ -192,6 +195,9 @@ func (f *fetcher) fetchOnce(ctx context.Context, ps []*partition, pre *prefetch)
 				continue
 			}
 			total += len(rp.RecordBatches)
+			if rp.ErrorCode != 0 {
+				f.r.fetchErrors.Add(1)
+			}
 			fr := fetchResult{fetchOffset: offsets[k], resp: rp, sourceStart: -1, sourceEnd: -1}
 			if rp.ErrorCode == kerr.OffsetOutOfRange.Code {
 				fr.sourceStart, fr.sourceEnd = f.sourceRange(ctx, src, p)

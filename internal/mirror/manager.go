@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/kmirror/kmirror/internal/group"
 	"github.com/kmirror/kmirror/internal/metadata"
@@ -203,6 +204,7 @@ func (m *Manager) newPartition(mirror, topic string, id metadata.TopicID, idx in
 	p := &partition{m: m, mirror: mirror, topic: topic, topicID: id, index: idx}
 	p.sourceHW.Store(-1)
 	p.leader.Store(-1)
+	p.newestTs.Store(-1)
 	st := m.loaded[p.key()]
 	if st == nil {
 		st = newStateRecord()
@@ -275,10 +277,38 @@ type PartitionStat struct {
 	// Lag is max(0, source HW − LEO) in records, −1 before the first fetch response.
 	Lag int64
 	// BytesFetched counts record-batch bytes received from the source; BytesAppended and
-	// Appends what was appended (appends, not batches: one append may hold many).
-	BytesFetched, BytesAppended, Appends int64
+	// Appends what was appended (appends, not batches: one append may hold many);
+	// RecordsAppended the records of the appended batches, from their headers (control
+	// records included: they hold offsets too).
+	BytesFetched, BytesAppended, Appends, RecordsAppended int64
+	// SecondsBehind is 0 when Lag is 0, else the age in seconds of the newest mirrored
+	// batch's max timestamp against the broker's clock (the source's newest record taken
+	// as now: an upper bound while the source is idle); −1 when unknown (nothing appended
+	// since the broker started, or Lag unknown).
+	SecondsBehind float64
 	// SkippedOffsets and TruncatedRecords are the reports of spec sections 15 and 16.
 	SkippedOffsets, TruncatedRecords int64
+}
+
+// FetchStat holds one mirror's Fetch counters since the broker started (spec section
+// 13): requests sent to the source and errors (failed requests: connection errors and
+// top-level error codes; plus partitions answered with an error code).
+type FetchStat struct {
+	Mirror           string
+	Requests, Errors int64
+}
+
+// FetchStats returns the Fetch counters of every mirror running on this broker, sorted
+// by mirror name.
+func (m *Manager) FetchStats() []FetchStat {
+	m.mu.Lock()
+	out := make([]FetchStat, 0, len(m.mirrors))
+	for name, r := range m.mirrors {
+		out = append(out, FetchStat{Mirror: name, Requests: r.fetchRequests.Load(), Errors: r.fetchErrors.Load()})
+	}
+	m.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Mirror < out[j].Mirror })
+	return out
 }
 
 // Stats returns the figures of every mirror partition of this broker, sorted by mirror,
@@ -291,11 +321,20 @@ func (m *Manager) Stats() []PartitionStat {
 	}
 	m.mu.Unlock()
 	out := make([]PartitionStat, 0, len(ps))
+	now := time.Now().UnixMilli()
 	for _, p := range ps {
 		d := p.describe()
+		behind := -1.0
+		switch ts := p.newestTs.Load(); {
+		case d.Lag == 0:
+			behind = 0
+		case d.Lag > 0 && ts >= 0:
+			behind = float64(max(0, now-ts)) / 1000
+		}
 		out = append(out, PartitionStat{
 			Mirror: p.mirror, Topic: p.topic, Partition: p.index, State: d.State, Lag: d.Lag,
 			BytesFetched: p.bytesFetched.Load(), BytesAppended: p.bytesAppended.Load(), Appends: p.batchesAppended.Load(),
+			RecordsAppended: p.recordsAppended.Load(), SecondsBehind: behind,
 			SkippedOffsets: d.SkippedOffsets, TruncatedRecords: d.TruncatedRecords,
 		})
 	}

@@ -55,6 +55,8 @@ type partition struct {
 	bytesFetched    atomic.Int64
 	bytesAppended   atomic.Int64
 	batchesAppended atomic.Int64
+	recordsAppended atomic.Int64 // record counts of the appended batches' headers
+	newestTs        atomic.Int64 // max timestamp (ms) of the newest appended batch, −1 none yet
 }
 
 func (p *partition) key() stateKey {
@@ -315,6 +317,8 @@ func (p *partition) appendBatches(l *storage.Log, data []byte) error {
 	var start, end int // data[start:end] is appended
 	lastEpoch := int32(-1)
 	var advanceTo int64 = -1
+	var records int64
+	newestTs := int64(-1)
 	latest := l.LatestEpoch()
 	pos := 0
 	for pos < len(data) {
@@ -356,6 +360,8 @@ func (p *partition) appendBatches(l *storage.Log, data []byte) error {
 		}
 		leo = b.NextOffset()
 		lastEpoch = b.LeaderEpoch()
+		records += int64(b.RecordCount())
+		newestTs = b.MaxTimestamp()
 		pos += size
 		end = pos
 	}
@@ -367,6 +373,8 @@ func (p *partition) appendBatches(l *storage.Log, data []byte) error {
 		p.lfe, p.lfeAt, p.lfeOK = lastEpoch, l.LogEndOffset(), true
 		p.bytesAppended.Add(int64(end - start))
 		p.batchesAppended.Add(1)
+		p.recordsAppended.Add(records)
+		p.newestTs.Store(newestTs)
 		if p.st.RetryAttempt > 0 {
 			p.st.RetryAttempt = 0 // progress: the failure budget starts again
 		}

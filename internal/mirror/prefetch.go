@@ -153,6 +153,7 @@ func (f *fetcher) startPrefetch(ctx context.Context, cfg *mirrorConfig, src *sou
 	}
 	pf := &prefetch{src: src, pos: used, offsets: offsets, done: make(chan struct{}), resp: kmsg.NewPtrFetchResponse()}
 	conn, buf := f.conn, f.getBuf()
+	f.r.fetchRequests.Add(1)
 	go func() {
 		defer close(pf.done)
 		pf.buf, pf.err = conn.fetch(ctx, req, noIDs, pf.resp, buf, fetchTimeout(cfg))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"sync/atomic"
 	"time"
 
 	"github.com/kmirror/kmirror/internal/metadata"
@@ -36,7 +37,10 @@ type mirrorRT struct {
 
 	needMeta chan struct{}
 	lastMeta time.Time
-	suspect  map[string]int
+
+	// Fetch counters of spec section 13 (FetchStats)
+	fetchRequests, fetchErrors atomic.Int64
+	suspect                    map[string]int
 
 	// status of the periodic metadata sync tasks (sync.go), run by syncLoop
 	status   *syncStatus
