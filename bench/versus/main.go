@@ -35,12 +35,12 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/internal/kafkaproc"
 )
 
-var (
-	libsDir   string // Apache Kafka jars
-	log4jConf string // WARN-level log4j2 config for every JVM
-)
+// kafkaJava runs classes from Apache Kafka's jars, with a WARN-level log4j2 config.
+var kafkaJava kafkaproc.Java
 
 func fatalf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "versus: "+format+"\n", args...)
@@ -144,9 +144,8 @@ func main() {
 	if err != nil {
 		fatalf("test/interop/fetch-kafka.sh: %v", err)
 	}
-	libsDir = strings.TrimSpace(string(o))
-	log4jConf = filepath.Join(tmp, "log4j2.yaml")
-	must(os.WriteFile(log4jConf, []byte(log4jYAML), 0o644))
+	kafkaJava, err = kafkaproc.NewJava(strings.TrimSpace(string(o)), tmp)
+	must(err)
 
 	rep := report{Date: time.Now().UTC().Format(time.RFC3339), Machine: describeMachine(tmp), Settings: s, Lags: map[string]lagResult{}}
 	if *only != "mirror" {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,10 +11,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
-
 	"github.com/kmirror/kmirror/bench/internal/procinfo"
+	"github.com/kmirror/kmirror/internal/kafkaproc"
 )
 
 // proc is a broker or MirrorMaker 2 process started by the benchmark.
@@ -26,7 +23,7 @@ type proc struct {
 	logPath string
 	started time.Time
 	startup time.Duration // process start → first successful Metadata response
-	done    chan struct{}
+	done    <-chan struct{}
 }
 
 // cpu returns the process's utime+stime in seconds from /proc/<pid>/stat.
@@ -78,12 +75,11 @@ func (p *proc) exited() bool {
 }
 
 func freeAddr() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := kafkaproc.FreeAddr()
 	if err != nil {
 		fatalf("listen: %v", err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }
 
 func launch(name, addr, logPath string, cmd *exec.Cmd) *proc {
@@ -92,12 +88,13 @@ func launch(name, addr, logPath string, cmd *exec.Cmd) *proc {
 		fatalf("%v", err)
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
-	p := &proc{name: name, addr: addr, cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	done := make(chan struct{})
+	p := &proc{name: name, addr: addr, cmd: cmd, logPath: logPath, done: done}
 	p.started = time.Now()
 	if err := cmd.Start(); err != nil {
 		fatalf("start %s: %v", name, err)
 	}
-	go func() { cmd.Wait(); logf.Close(); close(p.done) }()
+	go func() { cmd.Wait(); logf.Close(); close(done) }()
 	return p
 }
 
@@ -109,19 +106,9 @@ func (p *proc) waitMetadata(limit time.Duration) {
 		if p.exited() {
 			fatalf("%s exited:\n%s", p.name, p.tail())
 		}
-		if c, err := net.DialTimeout("tcp", p.addr, time.Second); err == nil {
-			c.Close()
-			cl, err := kgo.NewClient(kgo.SeedBrokers(p.addr), kgo.RequestRetries(0))
-			if err == nil {
-				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-				_, err = kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
-				cancel()
-				cl.Close()
-				if err == nil {
-					p.startup = time.Since(p.started)
-					return
-				}
-			}
+		if kafkaproc.Ready(p.addr) {
+			p.startup = time.Since(p.started)
+			return
 		}
 		if time.Now().After(deadline) {
 			fatalf("%s never answered Metadata:\n%s", p.name, p.tail())
@@ -140,14 +127,16 @@ func startKmirror(bin, name, dir string) *proc {
 	return p
 }
 
-// kafkaJVM are the JVM options of Apache Kafka's kafka-run-class.sh
-// (KAFKA_JVM_PERFORMANCE_OPTS) with a given heap (KAFKA_HEAP_OPTS).
+// kafkaJVM runs class from Apache Kafka's jars with the JVM options of Apache Kafka's
+// kafka-run-class.sh (KAFKA_JVM_PERFORMANCE_OPTS) after a given heap (KAFKA_HEAP_OPTS).
 func kafkaJVM(heap []string, class string, args ...string) *exec.Cmd {
-	a := append([]string{}, heap...)
-	a = append(a, "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
-		"-XX:+ExplicitGCInvokesConcurrent", "-XX:MaxInlineLevel=15", "-Djava.awt.headless=true",
-		"-Dlog4j2.configurationFile="+log4jConf, "-cp", filepath.Join(libsDir, "*"), class)
-	return exec.Command("java", append(a, args...)...)
+	return kafkaJava.Command(context.Background(), jvmOpts(heap), class, args...)
+}
+
+// jvmOpts are heap followed by kafka-run-class.sh's KAFKA_JVM_PERFORMANCE_OPTS.
+func jvmOpts(heap []string) []string {
+	return append(append([]string{}, heap...), "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
+		"-XX:+ExplicitGCInvokesConcurrent", "-XX:MaxInlineLevel=15", "-Djava.awt.headless=true")
 }
 
 // kafkaHeap is kafka-server-start.sh's default KAFKA_HEAP_OPTS.
@@ -157,40 +146,14 @@ var kafkaHeap = []string{"-Xmx1G", "-Xms1G"}
 var mm2Heap = []string{"-Xms256M", "-Xmx2G"}
 
 // startKafka formats and runs a single-node KRaft Apache Kafka broker on dir with
-// Kafka's defaults (no forced fsync), as test/interop's harness does. Formatting is not
-// part of the measured start-up time.
+// Kafka's defaults (no forced fsync) through internal/kafkaproc, as test/interop does.
+// Formatting is not part of the measured start-up time.
 func startKafka(name, dir string) *proc {
-	must(os.MkdirAll(dir, 0o755))
-	addr := freeAddr()
-	ctrl := freeAddr()
-	props := strings.Join([]string{
-		"process.roles=broker,controller",
-		"node.id=1",
-		"controller.quorum.bootstrap.servers=" + ctrl,
-		"listeners=PLAINTEXT://" + addr + ",CONTROLLER://" + ctrl,
-		"advertised.listeners=PLAINTEXT://" + addr,
-		"controller.listener.names=CONTROLLER",
-		"listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-		"inter.broker.listener.name=PLAINTEXT",
-		"log.dirs=" + filepath.Join(dir, "data"),
-		"offsets.topic.replication.factor=1",
-		"transaction.state.log.replication.factor=1",
-		"transaction.state.log.min.isr=1",
-		"group.initial.rebalance.delay.ms=0",
-		"auto.create.topics.enable=false",
-	}, "\n") + "\n"
-	conf := filepath.Join(dir, "server.properties")
-	must(os.WriteFile(conf, []byte(props), 0o644))
-	uuid, err := kafkaJVM([]string{"-Xmx256m"}, "kafka.tools.StorageTool", "random-uuid").Output()
+	b, err := kafkaproc.StartBroker(kafkaJava, kafkaproc.BrokerConfig{Dir: dir, JVM: jvmOpts(kafkaHeap), ToolJVM: jvmOpts([]string{"-Xmx256m"}), ReadyTimeout: 120 * time.Second})
 	if err != nil {
-		fatalf("StorageTool random-uuid: %v", err)
+		fatalf("%s: %v", name, err)
 	}
-	if out, err := kafkaJVM([]string{"-Xmx256m"}, "kafka.tools.StorageTool", "format", "-t", strings.TrimSpace(string(uuid)), "-c", conf, "--standalone").CombinedOutput(); err != nil {
-		fatalf("StorageTool format: %v\n%s", err, out)
-	}
-	p := launch(name, addr, filepath.Join(dir, "kafka.log"), kafkaJVM(kafkaHeap, "kafka.Kafka", conf))
-	p.waitMetadata(120 * time.Second)
-	return p
+	return &proc{name: name, addr: b.Addr, cmd: b.Cmd, logPath: b.LogPath, started: b.Started, startup: b.Startup, done: b.Done()}
 }
 
 // startMM2 runs MirrorMaker 2 in dedicated mode (org.apache.kafka.connect.mirror.MirrorMaker)
@@ -222,17 +185,3 @@ func profile(p *proc, name string) func() {
 		cmd.Wait()
 	}
 }
-
-const log4jYAML = `Configuration:
-  Appenders:
-    Console:
-      name: STDERR
-      target: SYSTEM_ERR
-      PatternLayout:
-        pattern: "[%d] %p %m (%c)%n"
-  Loggers:
-    Root:
-      level: WARN
-      AppenderRef:
-        - ref: STDERR
-`

@@ -16,19 +16,6 @@ import (
 	"github.com/kmirror/kmirror/internal/record"
 )
 
-// ready reports whether the broker at addr answers Metadata with itself registered.
-func ready(addr string) bool {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RequestRetries(0))
-	if err != nil {
-		return false
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
-	return err == nil && len(resp.Brokers) > 0
-}
-
 func newClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)

@@ -1,0 +1,274 @@
+// Package kafkaproc runs Apache Kafka 4.x from its jars, for the interoperability suite
+// (test/interop) and the benchmark against Apache Kafka (bench/versus): `java -cp libs/*
+// class ...` commands with a WARN-level log4j2 configuration, and a single-node KRaft
+// broker (process.roles=broker,controller) on loopback, formatted with
+// kafka.tools.StorageTool, run with kafka.Kafka, ready once it answers a Metadata request,
+// stopped with SIGTERM.
+//
+// The jars are not fetched here: test/interop/fetch-kafka.sh downloads them once and prints
+// their directory, which the caller passes as Java.Libs.
+package kafkaproc
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Log4j2YAML is the log4j2 configuration every JVM gets: WARN and above, to stderr, in
+// the pattern of Apache Kafka's own log4j2.yaml.
+const Log4j2YAML = `Configuration:
+  Appenders:
+    Console:
+      name: STDERR
+      target: SYSTEM_ERR
+      PatternLayout:
+        pattern: "[%d] %p %m (%c)%n"
+  Loggers:
+    Root:
+      level: WARN
+      AppenderRef:
+        - ref: STDERR
+`
+
+// Java runs classes from Apache Kafka's jars.
+type Java struct {
+	// Libs is the directory of Apache Kafka's jars (.cache/kafka-VERSION/libs, printed
+	// by test/interop/fetch-kafka.sh).
+	Libs string
+	// Log4j2 is the path of the log4j2 configuration file given to every JVM.
+	Log4j2 string
+}
+
+// NewJava writes Log4j2YAML to dir/log4j2.yaml (dir must exist) and returns a Java that
+// runs classes from libs with it. The error is the file write's.
+func NewJava(libs, dir string) (Java, error) {
+	j := Java{Libs: libs, Log4j2: filepath.Join(dir, "log4j2.yaml")}
+	return j, os.WriteFile(j.Log4j2, []byte(Log4j2YAML), 0o644)
+}
+
+// Command returns `java jvmOpts... -Dlog4j2.configurationFile=Log4j2 -cp Libs/* class
+// args...`, killed if ctx is done before it exits (as exec.CommandContext).
+func (j Java) Command(ctx context.Context, jvmOpts []string, class string, args ...string) *exec.Cmd {
+	a := append([]string{}, jvmOpts...)
+	a = append(a, "-Dlog4j2.configurationFile="+j.Log4j2, "-cp", filepath.Join(j.Libs, "*"), class)
+	return exec.CommandContext(ctx, "java", append(a, args...)...)
+}
+
+// FreeAddr returns a loopback host:port ("127.0.0.1:N") that was free a moment ago; the
+// error is the listen error.
+func FreeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// Ready reports whether the broker at addr (host:port) accepts a TCP connection within
+// a second and answers a Metadata request within two seconds listing at least one broker.
+// It works for any Kafka-protocol broker, kmirror included.
+func Ready(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RequestRetries(0))
+	if err != nil {
+		return false
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
+	return err == nil && len(resp.Brokers) > 0
+}
+
+// BrokerConfig is a single-node KRaft broker to start.
+type BrokerConfig struct {
+	// Dir holds server.properties, the log directory Dir/data and the broker's stdout
+	// and stderr, Dir/kafka.log. It is created if missing.
+	Dir string
+	// JVM are the JVM options of kafka.Kafka (heap, GC, ...), before the log4j2 and
+	// class-path options.
+	JVM []string
+	// ToolJVM are the JVM options of the kafka.tools.StorageTool runs that format Dir.
+	ToolJVM []string
+	// Props are server.properties lines ("key=value") added after the base ones of
+	// ServerProperties.
+	Props []string
+	// ClusterID is the cluster ID to format with; when empty, or when
+	// StorageTool refuses it, the ID comes from `StorageTool random-uuid`.
+	ClusterID string
+	// ReadyTimeout bounds process start → first Metadata answer; 0 means 2 minutes.
+	ReadyTimeout time.Duration
+}
+
+// formatTimeout bounds each StorageTool run.
+const formatTimeout = 2 * time.Minute
+
+// ServerProperties returns the base server.properties of a single-node KRaft broker
+// (broker and controller in one process) with its PLAINTEXT listener on addr, its
+// controller listener on ctrl (both host:port) and its log directory logDir, one
+// "key=value" per line: replication factor 1 for the internal topics, no initial
+// rebalance delay, no topic auto-creation, everything else at Apache Kafka's defaults
+// (no forced fsync). extra lines follow the base ones.
+func ServerProperties(addr, ctrl, logDir string, extra ...string) string {
+	lines := append([]string{
+		"process.roles=broker,controller",
+		"node.id=1",
+		"controller.quorum.bootstrap.servers=" + ctrl,
+		"listeners=PLAINTEXT://" + addr + ",CONTROLLER://" + ctrl,
+		"advertised.listeners=PLAINTEXT://" + addr,
+		"controller.listener.names=CONTROLLER",
+		"listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+		"inter.broker.listener.name=PLAINTEXT",
+		"log.dirs=" + logDir,
+		"offsets.topic.replication.factor=1",
+		"transaction.state.log.replication.factor=1",
+		"transaction.state.log.min.isr=1",
+		"group.initial.rebalance.delay.ms=0",
+		"auto.create.topics.enable=false",
+	}, extra...)
+	return strings.Join(lines, "\n") + "\n"
+}
+
+// Broker is a running kafka.Kafka process started by StartBroker.
+type Broker struct {
+	// Addr is the PLAINTEXT listener, "127.0.0.1:port".
+	Addr string
+	// Cmd is the JVM's command; Cmd.Process gives its pid.
+	Cmd *exec.Cmd
+	// LogPath is the file holding the JVM's stdout and stderr.
+	LogPath string
+	// Started is when the JVM was started (after formatting).
+	Started time.Time
+	// Startup is Started → first Metadata answer (see Ready).
+	Startup time.Duration
+
+	done chan struct{}
+}
+
+// StartBroker formats c.Dir (server.properties from ServerProperties with c.Props, two
+// free loopback ports) with kafka.tools.StorageTool format --standalone, starts kafka.Kafka
+// and waits until it answers Metadata (Ready, polled every 10 ms). Formatting is not part
+// of Startup. The error says which step failed, with the tool's output or the tail of
+// the broker's log; a broker that does not become ready within c.ReadyTimeout is stopped.
+func StartBroker(j Java, c BrokerConfig) (*Broker, error) {
+	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	addr, err := FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	ctrl, err := FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	conf := filepath.Join(c.Dir, "server.properties")
+	if err := os.WriteFile(conf, []byte(ServerProperties(addr, ctrl, filepath.Join(c.Dir, "data"), c.Props...)), 0o644); err != nil {
+		return nil, err
+	}
+	if err := format(j, c, conf); err != nil {
+		return nil, err
+	}
+	b := &Broker{Addr: addr, LogPath: filepath.Join(c.Dir, "kafka.log"), done: make(chan struct{})}
+	logf, err := os.Create(b.LogPath)
+	if err != nil {
+		return nil, err
+	}
+	b.Cmd = j.Command(context.Background(), c.JVM, "kafka.Kafka", conf)
+	b.Cmd.Stdout, b.Cmd.Stderr = logf, logf
+	b.Started = time.Now()
+	if err := b.Cmd.Start(); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("start kafka.Kafka: %w", err)
+	}
+	go func() { b.Cmd.Wait(); logf.Close(); close(b.done) }()
+	limit := c.ReadyTimeout
+	if limit <= 0 {
+		limit = 2 * time.Minute
+	}
+	deadline := b.Started.Add(limit)
+	for {
+		select {
+		case <-b.done:
+			return nil, fmt.Errorf("kafka.Kafka exited: %s", b.Tail())
+		default:
+		}
+		if Ready(addr) {
+			b.Startup = time.Since(b.Started)
+			return b, nil
+		}
+		if time.Now().After(deadline) {
+			b.Stop()
+			return nil, fmt.Errorf("kafka.Kafka never answered Metadata within %s: %s", limit, b.Tail())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// format runs StorageTool format on conf with c.ClusterID, or with a random UUID from
+// StorageTool when c.ClusterID is empty or refused.
+func format(j Java, c BrokerConfig, conf string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), formatTimeout)
+	defer cancel()
+	run := func(id string) ([]byte, error) {
+		return j.Command(ctx, c.ToolJVM, "kafka.tools.StorageTool", "format", "-t", id, "-c", conf, "--standalone").CombinedOutput()
+	}
+	var refused error
+	if c.ClusterID != "" {
+		out, err := run(c.ClusterID)
+		if err == nil {
+			return nil
+		}
+		refused = fmt.Errorf("StorageTool format: %v\n%s", err, out)
+	}
+	uuid, err := j.Command(ctx, c.ToolJVM, "kafka.tools.StorageTool", "random-uuid").Output()
+	if err != nil {
+		if refused != nil {
+			return refused
+		}
+		return fmt.Errorf("StorageTool random-uuid: %w", err)
+	}
+	if out, err := run(strings.TrimSpace(string(uuid))); err != nil {
+		return fmt.Errorf("StorageTool format: %v\n%s", err, out)
+	}
+	return nil
+}
+
+// Done is closed once the JVM has exited.
+func (b *Broker) Done() <-chan struct{} { return b.done }
+
+// Stop sends SIGTERM (Kafka's controlled shutdown) and waits for the JVM to exit, killing
+// it after 60 seconds.
+func (b *Broker) Stop() {
+	b.Cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-b.done:
+	case <-time.After(60 * time.Second):
+		b.Cmd.Process.Kill()
+		<-b.done
+	}
+}
+
+// Tail returns the last 3000 bytes of the broker's log (LogPath), "" if unreadable.
+func (b *Broker) Tail() string {
+	bs, _ := os.ReadFile(b.LogPath)
+	if len(bs) > 3000 {
+		bs = bs[len(bs)-3000:]
+	}
+	return string(bs)
+}

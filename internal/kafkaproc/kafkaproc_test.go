@@ -1,0 +1,48 @@
+package kafkaproc
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestNewJavaAndCommand(t *testing.T) {
+	dir := t.TempDir()
+	j, err := NewJava("/opt/kafka/libs", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "log4j2.yaml"))
+	if err != nil || string(b) != Log4j2YAML {
+		t.Fatalf("log4j2.yaml: %q, %v", b, err)
+	}
+	cmd := j.Command(context.Background(), []string{"-Xmx256m", "-XX:+UseSerialGC"}, "kafka.tools.StorageTool", "random-uuid")
+	want := []string{"java", "-Xmx256m", "-XX:+UseSerialGC", "-Dlog4j2.configurationFile=" + filepath.Join(dir, "log4j2.yaml"),
+		"-cp", "/opt/kafka/libs/*", "kafka.tools.StorageTool", "random-uuid"}
+	if !slices.Equal(cmd.Args, want) {
+		t.Fatalf("args %q, want %q", cmd.Args, want)
+	}
+}
+
+func TestServerProperties(t *testing.T) {
+	p := ServerProperties("127.0.0.1:9092", "127.0.0.1:9093", "/d/data", "num.partitions=1")
+	lines := strings.Split(strings.TrimSuffix(p, "\n"), "\n")
+	for _, l := range []string{
+		"process.roles=broker,controller",
+		"controller.quorum.bootstrap.servers=127.0.0.1:9093",
+		"listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+		"advertised.listeners=PLAINTEXT://127.0.0.1:9092",
+		"log.dirs=/d/data",
+		"auto.create.topics.enable=false",
+	} {
+		if !slices.Contains(lines, l) {
+			t.Errorf("missing %q in\n%s", l, p)
+		}
+	}
+	if lines[len(lines)-1] != "num.partitions=1" {
+		t.Errorf("extra line not last:\n%s", p)
+	}
+}
