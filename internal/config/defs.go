@@ -59,7 +59,7 @@ var Broker = define(
 	Def{Name: "mirror.failed.retry.initial.backoff.ms", Type: TypeLong, Default: "100", Unit: "ms", Doc: "First retry backoff of a FAILED mirror partition."},
 	Def{Name: "mirror.failed.retry.max.backoff.ms", Type: TypeLong, Default: "300000", Unit: "ms", Doc: "Largest retry backoff of a FAILED mirror partition."},
 	Def{Name: "mirror.failed.retry.max.attempts", Type: TypeInt, Default: "20", Doc: "Retries of a FAILED mirror partition; 0 disables retries."},
-	Def{Name: "mirror.replication.throttled.rate", Type: TypeLong, Default: maxI64, Unit: "bytes/s", Doc: "Cap on mirror fetch traffic per broker."},
+	Def{Name: "mirror.replication.throttled.rate", Type: TypeLong, Default: maxI64, Unit: "bytes/s", Doc: "Cap on the mirror fetch traffic of this broker, for the partitions listed in their topic's mirror.replication.throttled.replicas (as Kafka's follower.replication.throttled.rate). Dynamic."},
 )
 
 // Topic holds the topic-level definitions (Kafka's TopicConfig / LogConfig), each with
@@ -87,7 +87,7 @@ var Topic = define(
 	Def{Name: "flush.ms", Type: TypeLong, Default: maxI64, Synonym: "log.flush.interval.ms", Unit: "ms", Doc: "Time before an fsync."},
 	Def{Name: "unclean.leader.election.enable", Type: TypeBoolean, Default: "false", Doc: "Kept for tools; single-node kmirror never elects."},
 	Def{Name: "mirror.support.unclean.leader.election", Type: TypeBoolean, Default: "false", Doc: "Opt in to ULE_RECOVERY (spec §4)."},
-	Def{Name: "mirror.replication.throttled.replicas", Type: TypeList, Default: "", Doc: "Mirror partitions throttled by mirror.replication.throttled.rate."},
+	Def{Name: "mirror.replication.throttled.replicas", Type: TypeList, Default: "", Doc: "Mirror partitions throttled by mirror.replication.throttled.rate: * for all, or partition:brokerID pairs; empty throttles none."},
 )
 
 // Mirror holds the cluster mirror definitions (the `--mirror-config` file, spec §11):

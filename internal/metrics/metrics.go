@@ -45,6 +45,7 @@ type Broker interface {
 type MirrorStats interface {
 	Stats() []mirror.PartitionStat
 	FetchStats() []mirror.FetchStat
+	ThrottleSeconds() float64
 	DescribeClusterMirrors(context.Context, *mirrorproto.DescribeClusterMirrorsRequest) *mirrorproto.DescribeClusterMirrorsResponse
 }
 
@@ -73,6 +74,8 @@ var (
 		"Fetch requests the mirror's fetchers sent to the source since the broker started.", []string{"mirror"}, nil)
 	descFetchErrors = prometheus.NewDesc("kmirror_mirror_fetch_errors_total",
 		"Failed mirror Fetch requests (connection errors, top-level error codes) plus partitions answered with an error code, since the broker started.", []string{"mirror"}, nil)
+	descThrottle = prometheus.NewDesc("kmirror_mirror_throttle_seconds_total",
+		"Seconds the mirror fetchers slept to stay under mirror.replication.throttled.rate (partitions listed in mirror.replication.throttled.replicas), since the broker started.", nil, nil)
 	descAppends = prometheus.NewDesc("kmirror_mirror_partition_appends_total",
 		"Appends of mirrored record batches to the mirror partition since the broker started (one append may hold many batches).", partLabels, nil)
 	descSkipped = prometheus.NewDesc("kmirror_mirror_partition_skipped_offsets",
@@ -115,7 +118,7 @@ func NewCollector(b Broker) *Collector { return &Collector{b: b} }
 // Describe sends the descriptors of every metric (prometheus.Collector).
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descTopics, descPartitions, descMirrors, descLag, descSourceHW, descLEO,
-		descBytesFetched, descBytesAppended, descAppends, descRecords, descSecondsBehind, descFetchRequests, descFetchErrors, descSkipped, descTruncated, descRetry, descPartState,
+		descBytesFetched, descBytesAppended, descAppends, descRecords, descSecondsBehind, descFetchRequests, descFetchErrors, descThrottle, descSkipped, descTruncated, descRetry, descPartState,
 		descStateCount, descSyncErrors, descSyncLastSuccess, descSyncLastError} {
 		ch <- d
 	}
@@ -195,6 +198,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descRetry, prometheus.GaugeValue, float64(d.RetryAttempt), lv...)
 		}
 	}
+	ch <- prometheus.MustNewConstMetric(descThrottle, prometheus.CounterValue, ms.ThrottleSeconds())
 	for _, f := range ms.FetchStats() {
 		ch <- prometheus.MustNewConstMetric(descFetchRequests, prometheus.CounterValue, float64(f.Requests), f.Mirror)
 		ch <- prometheus.MustNewConstMetric(descFetchErrors, prometheus.CounterValue, float64(f.Errors), f.Mirror)

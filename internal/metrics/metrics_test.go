@@ -125,6 +125,7 @@ func TestMirrorMetrics(t *testing.T) {
 		"kmirror_mirror_partition_records_total" + p1:                                            "0",
 		"kmirror_mirror_partition_seconds_behind" + p0:                                           "0",
 		`kmirror_mirror_fetch_errors_total{mirror="m1"}`:                                         "0",
+		"kmirror_mirror_throttle_seconds_total":                                                  "0",
 	}
 	for k, v := range want {
 		if got[k] != v {

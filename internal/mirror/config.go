@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/kmirror/kmirror/internal/config"
+	"github.com/kmirror/kmirror/internal/metadata"
 	"github.com/kmirror/kmirror/internal/mirrorproto"
 )
 
@@ -81,6 +82,42 @@ func BrokerConfigFrom(v *config.Values) BrokerConfig {
 	return c
 }
 
+// brokerConfigNames maps the dynamic mirror.* broker configs (spec section 11: "server.properties
+// and dynamic") to their fields.
+var brokerConfigNames = map[string]func(c *BrokerConfig, v int64){
+	"mirror.metadata.refresh.interval.ms":    func(c *BrokerConfig, v int64) { c.RefreshIntervalMs = v },
+	"mirror.failed.retry.initial.backoff.ms": func(c *BrokerConfig, v int64) { c.RetryInitialBackoffMs = v },
+	"mirror.failed.retry.max.backoff.ms":     func(c *BrokerConfig, v int64) { c.RetryMaxBackoffMs = v },
+	"mirror.failed.retry.max.attempts":       func(c *BrokerConfig, v int64) { c.RetryMaxAttempts = int32(v) },
+	"mirror.num.replica.fetchers":            func(c *BrokerConfig, v int64) { c.NumReplicaFetchers = int(v) },
+	"mirror.state.topic.num.partitions":      func(c *BrokerConfig, v int64) { c.StateTopicPartitions = int32(v) },
+	"mirror.replication.throttled.rate": func(c *BrokerConfig, v int64) {
+		if v == math.MaxInt64 {
+			v = 0
+		}
+		c.ThrottledRate = v
+	},
+}
+
+// withDynamic overlays the dynamic broker configs of the metadata image on c, as Kafka's
+// DynamicBrokerConfig does: the cluster-wide defaults, then this node's own (BROKER
+// resource named by its ID). Values were validated when they were written; one that does
+// not parse keeps c's.
+func (c BrokerConfig) withDynamic(im *metadata.Image, nodeID int32) BrokerConfig {
+	for _, over := range []map[string]string{im.BrokerConfigs, im.NodeConfigs[strconv.Itoa(int(nodeID))]} {
+		for name, v := range over {
+			set, ok := brokerConfigNames[name]
+			if !ok {
+				continue
+			}
+			if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
+				set(&c, n)
+			}
+		}
+	}
+	return c.withDefaults()
+}
+
 func (c BrokerConfig) withDefaults() BrokerConfig {
 	if c == (BrokerConfig{}) {
 		return DefaultBrokerConfig()
@@ -116,6 +153,10 @@ type configDef struct {
 	sensitive bool
 	doc       string
 }
+
+// cfgThrottledReplicas is the topic-level config naming the mirror partitions that
+// mirror.replication.throttled.rate applies to (spec section 11).
+const cfgThrottledReplicas = "mirror.replication.throttled.replicas"
 
 // Mirror-level config names (spec section 11), canonical spelling.
 const (

@@ -534,41 +534,120 @@ func TestTwoFetchersPerSourceBroker(t *testing.T) {
 }
 
 // TestThrottledRate: mirror.replication.throttled.rate caps the mirror fetch bytes of the
-// broker: mirroring ~320 KiB at 128 KiB/s in 16 KiB fetches cannot take less than the
-// bytes beyond the first response divided by the rate (a lower bound, not a deadline).
+// broker for the partitions listed in their topic's mirror.replication.throttled.replicas
+// (Kafka's KIP-73 semantics), and both follow dynamic changes made with kadm against the
+// real broker. A listed topic mirroring ~320 KiB at 128 KiB/s in 16 KiB fetches cannot
+// take less than the bytes beyond the first response divided by the rate (a lower bound,
+// not a deadline), and the throttle sleeps; an unlisted topic and a deleted rate never
+// make it sleep.
 func TestThrottledRate(t *testing.T) {
-	c, src := newSecureKfake(t, []kfake.Opt{kfake.SeedTopics(1, "bulk")})
-	recs := make([]*kgo.Record, 320)
-	for i := range recs {
-		val := make([]byte, 1000) // random: kgo compresses batches by default
-		if _, err := rand.Read(val); err != nil {
-			t.Fatal(err)
+	c, src := newSecureKfake(t, []kfake.Opt{kfake.SeedTopics(1, "bulk", "free")})
+	produce := func(topic string) (total int64) {
+		t.Helper()
+		before := sourceEnds(t, src, topic)[0]
+		recs := make([]*kgo.Record, 320)
+		for i := range recs {
+			val := make([]byte, 1000) // random: kgo compresses batches by default
+			if _, err := rand.Read(val); err != nil {
+				t.Fatal(err)
+			}
+			recs[i] = &kgo.Record{Topic: topic, Value: val}
 		}
-		recs[i] = &kgo.Record{Topic: "bulk", Value: val}
-	}
-	for i := 0; i < len(recs); i += 10 { // batches of ~10 KB
-		if err := src.ProduceSync(context.Background(), recs[i:i+10]...).FirstErr(); err != nil {
-			t.Fatal(err)
+		for i := 0; i < len(recs); i += 10 { // batches of ~10 KB
+			if err := src.ProduceSync(context.Background(), recs[i:i+10]...).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
 		}
+		for _, b := range sourceBatches(t, src, topic, 0) {
+			if b.offset >= before {
+				total += int64(len(b.data))
+			}
+		}
+		return total
 	}
-	var total int64
-	for _, b := range sourceBatches(t, src, "bulk", 0) {
-		total += int64(len(b.data))
-	}
-	const rate = 128 << 10
-	cfg := fastConfig()
-	cfg.ThrottledRate = rate
-	e := newEnvWith(t, cfg)
-	begin := time.Now()
+	kb := startBroker(t)
+	e := kb.env()
 	e.createMirror("m1", c.ListenAddrs()[0], "fetch.max.bytes", "16384", "fetch.response.max.bytes", "16384")
-	e.startTopics("m1", "bulk")
+	e.startTopics("m1", "bulk", "free")
+	e.waitCaughtUp(src, "m1", "bulk")
+
+	const rate = 128 << 10
+	adm := kadm.NewClient(kb.client())
+	ctx := ctxT(t)
+	if _, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "mirror.replication.throttled.rate", Value: kmsg.StringPtr(fmt.Sprint(rate))}}); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "mirror.replication.throttled.replicas", Value: kmsg.StringPtr("*")}}, "bulk")
+	if err == nil {
+		err = rs[0].Err
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, func() string { return "the dynamic rate reaches the mirror manager" }, func() bool {
+		return kb.m.config().ThrottledRate == rate && kb.m.partitionOf("bulk", 0).throttled.Load()
+	})
+
+	// an unlisted topic is not throttled
+	produce("free")
+	e.waitCaughtUp(src, "m1", "free")
+	if w := kb.m.throttle.waited.Load(); w != 0 {
+		t.Fatalf("the throttle slept %v for a topic without mirror.replication.throttled.replicas", time.Duration(w))
+	}
+
+	total := produce("bulk")
+	begin := time.Now()
 	e.waitCaughtUp(src, "m1", "bulk")
 	took := time.Since(begin)
 	if least := time.Duration(float64(total-16384) / rate * float64(time.Second)); took < least {
 		t.Fatalf("mirrored %d bytes in %v at %d bytes/s: the throttle allows at least %v", total, took, rate, least)
 	}
+	slept := kb.m.throttle.waited.Load()
+	if slept == 0 {
+		t.Fatal("the throttle never slept for the listed topic")
+	}
 	t.Logf("mirrored %d bytes in %v", total, took)
+
+	// deleting the dynamic rate falls back to server.properties (unlimited)
+	if _, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: kadm.DeleteConfig, Name: "mirror.replication.throttled.rate"}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, func() string { return "the deleted rate reaches the mirror manager" }, func() bool {
+		return kb.m.config().ThrottledRate == 0
+	})
+	produce("bulk")
+	e.waitCaughtUp(src, "m1", "bulk")
+	if w := kb.m.throttle.waited.Load(); w != slept {
+		t.Fatalf("the throttle slept %v more after the rate was deleted", time.Duration(w-slept))
+	}
 	e.checkIdentity(src, "bulk", 1)
+	e.checkIdentity(src, "free", 1)
+}
+
+// TestDynamicReplicaFetchers: mirror.num.replica.fetchers changed with kadm while
+// mirroring regroups the partitions over the new number of fetchers (and stops the
+// fetchers no longer needed) without losing or repeating a batch.
+func TestDynamicReplicaFetchers(t *testing.T) {
+	c, src := newSecureKfake(t, []kfake.Opt{kfake.SeedTopics(8, "orders")})
+	kb := startBroker(t)
+	e := kb.env()
+	e.createMirror("m1", c.ListenAddrs()[0], "fetch.wait.max.ms", "100")
+	e.startTopics("m1", "orders")
+	produceWith(t, src, "orders", 80)
+	e.waitCaughtUp(src, "m1", "orders")
+	fetchers := func() int { return int(kb.m.runner("m1").nFetchers.Load()) }
+	adm := kadm.NewClient(kb.client())
+	for _, n := range []int{3, 1} {
+		if _, err := adm.AlterBrokerConfigs(ctxT(t), []kadm.AlterConfig{{Name: "mirror.num.replica.fetchers", Value: kmsg.StringPtr(fmt.Sprint(n))}}); err != nil {
+			t.Fatal(err)
+		}
+		produceWith(t, src, "orders", 80)
+		e.waitCaughtUp(src, "m1", "orders")
+		eventually(t, func() string { return fmt.Sprintf("%d fetchers for 8 partitions, have %d", n, fetchers()) }, func() bool {
+			return fetchers() == n
+		})
+	}
+	e.checkIdentity(src, "orders", 8)
 }
 
 // TestFetchersOwnConnections: with mirror.num.replica.fetchers=2 each fetcher has its own

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -179,7 +181,7 @@ func (f *fetcher) fetchOnce(ctx context.Context, ps []*partition, pre *prefetch)
 	for _, p := range ps {
 		parts[fetchKey{p.topic, p.index}] = p
 	}
-	total := 0
+	total, throttled := 0, 0
 	ok := true
 	for i := range resp.Topics {
 		rt := &resp.Topics[i]
@@ -195,6 +197,9 @@ func (f *fetcher) fetchOnce(ctx context.Context, ps []*partition, pre *prefetch)
 				continue
 			}
 			total += len(rp.RecordBatches)
+			if p.throttled.Load() {
+				throttled += len(rp.RecordBatches)
+			}
 			if rp.ErrorCode != 0 {
 				f.r.fetchErrors.Add(1)
 			}
@@ -211,7 +216,7 @@ func (f *fetcher) fetchOnce(ctx context.Context, ps []*partition, pre *prefetch)
 			}
 		}
 	}
-	f.r.m.throttle.wait(ctx, total)
+	f.r.m.throttle.wait(ctx, throttled)
 	if !ok || !next.valid(src, ps) {
 		next = nil // unusual: drop the prefetch, the next round fetches sequentially
 	}
@@ -284,15 +289,22 @@ func (p *partition) raiseNeeded() bool {
 }
 
 // throttle caps mirror fetch traffic per broker (mirror.replication.throttled.rate,
-// bytes/s) by sleeping after each response in proportion to its size.
+// bytes/s; 0 = unlimited) by sleeping after each response in proportion to the bytes of
+// its throttled partitions, like Kafka's ReplicationQuotaManager for follower
+// replication (KIP-73: the rate applies to the replicas the topic's throttled.replicas
+// config lists). The rate follows dynamic broker config changes.
 type throttle struct {
-	rate int64
-	mu   sync.Mutex
-	next time.Time
+	rate   atomic.Int64
+	waited atomic.Int64 // ns slept, for kmirror_mirror_throttle_seconds_total
+	mu     sync.Mutex
+	next   time.Time
 }
 
+func (t *throttle) setRate(r int64) { t.rate.Store(max(r, 0)) }
+
 func (t *throttle) wait(ctx context.Context, n int) {
-	if t == nil || t.rate <= 0 || n <= 0 {
+	rate := t.rate.Load()
+	if rate <= 0 || n <= 0 {
 		return
 	}
 	t.mu.Lock()
@@ -300,14 +312,32 @@ func (t *throttle) wait(ctx context.Context, n int) {
 	if t.next.Before(now) {
 		t.next = now
 	}
-	t.next = t.next.Add(time.Duration(float64(n) / float64(t.rate) * float64(time.Second)))
+	t.next = t.next.Add(time.Duration(float64(n) / float64(rate) * float64(time.Second)))
 	d := t.next.Sub(now)
 	t.mu.Unlock()
 	if d <= 0 {
 		return
 	}
+	t.waited.Add(int64(d))
 	select {
 	case <-ctx.Done():
 	case <-time.After(d):
 	}
+}
+
+// isThrottledReplica reads a mirror.replication.throttled.replicas value as Kafka reads
+// follower.replication.throttled.replicas: "*" is every partition, otherwise a list of
+// partition:brokerID pairs; empty throttles nothing.
+func isThrottledReplica(list string, partition, nodeID int32) bool {
+	list = strings.TrimSpace(list)
+	if list == "*" {
+		return true
+	}
+	want := fmt.Sprintf("%d:%d", partition, nodeID)
+	for _, e := range strings.Split(list, ",") {
+		if strings.TrimSpace(e) == want {
+			return true
+		}
+	}
+	return false
 }

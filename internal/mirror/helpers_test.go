@@ -415,7 +415,13 @@ func sameBatches(t *testing.T, what string, want, got []batchAt) {
 
 func (e *env) localLog(topic string, p int32) *storage.Log {
 	e.t.Helper()
-	l, err := e.local.Log(topic, p)
+	var l *storage.Log
+	var err error
+	if e.local != nil {
+		l, err = e.local.Log(topic, p)
+	} else {
+		l, err = e.m.local.Log(topic, p) // a real broker (kbroker.env)
+	}
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kmirror/kmirror/internal/group"
@@ -58,7 +59,8 @@ type tp struct {
 type Manager struct {
 	local    Local
 	log      *slog.Logger
-	cfg      BrokerConfig
+	cfg      BrokerConfig                 // static: server.properties
+	live     atomic.Pointer[BrokerConfig] // cfg with the dynamic broker configs, see config()
 	store    stateStore
 	throttle *throttle
 
@@ -81,20 +83,31 @@ func NewManager(opts Options) *Manager {
 	}
 	cfg := opts.Config.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Manager{
+	m := &Manager{
 		local: opts.Local, log: lg.With("component", "mirror"), cfg: cfg,
 		store:    stateStore{local: opts.Local},
-		throttle: &throttle{rate: cfg.ThrottledRate},
+		throttle: &throttle{},
 		ctx:      ctx, cancel: cancel,
 		mirrors: map[string]*mirrorRT{}, parts: map[tp]*partition{}, loaded: map[stateKey]*stateRecord{},
 	}
+	m.setLive(cfg)
+	return m
+}
+
+// config returns the broker-level mirror settings in force: server.properties overlaid
+// with the dynamic broker configs of the metadata image (applied on every image change).
+func (m *Manager) config() BrokerConfig { return *m.live.Load() }
+
+func (m *Manager) setLive(c BrokerConfig) {
+	m.live.Store(&c)
+	m.throttle.setRate(c.ThrottledRate)
 }
 
 // Start creates __mirror_state (compacted, mirror.state.topic.num.partitions partitions)
 // if missing, loads the partition states, starts every mirror and its partitions as the
 // metadata image asks, and follows metadata changes until Close.
 func (m *Manager) Start(ctx context.Context) error {
-	if err := m.store.ensure(ctx, m.cfg.StateTopicPartitions); err != nil {
+	if err := m.store.ensure(ctx, m.config().StateTopicPartitions); err != nil {
 		return err
 	}
 	loaded, err := m.store.load()
@@ -150,6 +163,12 @@ func (m *Manager) reconcile() {
 		m.mu.Unlock()
 		return
 	}
+	if live := m.cfg.withDynamic(im, m.local.NodeID()); live != m.config() {
+		m.setLive(live)
+		m.log.Info("mirror broker configs changed", "throttledRate", live.ThrottledRate, "fetchers", live.NumReplicaFetchers,
+			"refreshIntervalMs", live.RefreshIntervalMs, "retryMaxAttempts", live.RetryMaxAttempts)
+	}
+	nodeID := m.local.NodeID()
 	var stopped []*mirrorRT
 	for name, r := range m.mirrors {
 		if _, ok := im.Mirrors[name]; !ok {
@@ -170,13 +189,16 @@ func (m *Manager) reconcile() {
 		if _, ok := im.Mirrors[t.Mirror.MirrorName]; !ok {
 			continue
 		}
+		throttled := t.Configs[cfgThrottledReplicas]
 		for i := int32(0); i < t.Partitions; i++ {
 			k := tp{t.Name, i}
 			want[k] = true
-			if p := m.parts[k]; p != nil && p.mirror == t.Mirror.MirrorName && p.topicID == t.ID {
-				continue
+			p := m.parts[k]
+			if p == nil || p.mirror != t.Mirror.MirrorName || p.topicID != t.ID {
+				p = m.newPartition(t.Mirror.MirrorName, t.Name, t.ID, i)
+				m.parts[k] = p
 			}
-			m.parts[k] = m.newPartition(t.Mirror.MirrorName, t.Name, t.ID, i)
+			p.throttled.Store(isThrottledReplica(throttled, i, nodeID))
 		}
 	}
 	for k := range m.parts {
@@ -296,6 +318,12 @@ type PartitionStat struct {
 type FetchStat struct {
 	Mirror           string
 	Requests, Errors int64
+}
+
+// ThrottleSeconds is the time the mirror fetchers of this broker slept to keep under
+// mirror.replication.throttled.rate since the broker started, in seconds.
+func (m *Manager) ThrottleSeconds() float64 {
+	return time.Duration(m.throttle.waited.Load()).Seconds()
 }
 
 // FetchStats returns the Fetch counters of every mirror running on this broker, sorted

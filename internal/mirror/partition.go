@@ -51,6 +51,9 @@ type partition struct {
 	cur      atomic.Int32 // st.State, readable without mu (CheckWrite)
 	sourceHW atomic.Int64 // source HW from the latest fetch response (or start.offset=latest lookup), −1 unknown
 	leader   atomic.Int32 // source leader broker ID, −1 unknown
+	// throttled: the topic's mirror.replication.throttled.replicas lists this partition
+	// on this broker, so its fetched bytes count against mirror.replication.throttled.rate
+	throttled atomic.Bool
 
 	bytesFetched    atomic.Int64
 	bytesAppended   atomic.Int64
@@ -132,11 +135,12 @@ func (p *partition) fail(msg string, nonRetryable bool) {
 
 // backoff returns the full-jitter exponential backoff before retry attempt n+1.
 func (m *Manager) backoff(n int32) time.Duration {
-	ceil := m.cfg.RetryInitialBackoffMs
-	for i := int32(0); i < n && ceil < m.cfg.RetryMaxBackoffMs; i++ {
+	cfg := m.config()
+	ceil := cfg.RetryInitialBackoffMs
+	for i := int32(0); i < n && ceil < cfg.RetryMaxBackoffMs; i++ {
 		ceil *= 2
 	}
-	ceil = min(ceil, m.cfg.RetryMaxBackoffMs)
+	ceil = min(ceil, cfg.RetryMaxBackoffMs)
 	return time.Duration(rand.Int64N(ceil+1)) * time.Millisecond
 }
 

@@ -744,7 +744,7 @@ func (m *Manager) ListClusterMirrors(_ context.Context, req *mirrorproto.ListClu
 func (m *Manager) DescribeClusterMirrors(_ context.Context, req *mirrorproto.DescribeClusterMirrorsRequest) *mirrorproto.DescribeClusterMirrorsResponse {
 	resp := mirrorproto.NewDescribeClusterMirrorsResponse()
 	resp.Versioned = req.Versioned
-	resp.MaxRetryAttempts = m.cfg.RetryMaxAttempts
+	resp.MaxRetryAttempts = m.config().RetryMaxAttempts
 	im := m.local.Metadata().Image()
 	names := req.MirrorNames
 	if len(names) == 0 {

@@ -40,6 +40,7 @@ type mirrorRT struct {
 
 	// Fetch counters of spec section 13 (FetchStats)
 	fetchRequests, fetchErrors atomic.Int64
+	nFetchers                  atomic.Int32 // len(fetchers), readable off the runner goroutine
 	suspect                    map[string]int
 
 	// status of the periodic metadata sync tasks (sync.go), run by syncLoop
@@ -137,7 +138,7 @@ func (r *mirrorRT) run() {
 
 // tick does one round of work and returns when the next round is due.
 func (r *mirrorRT) tick() time.Duration {
-	refresh := time.Duration(r.m.cfg.RefreshIntervalMs) * time.Millisecond
+	refresh := time.Duration(r.m.config().RefreshIntervalMs) * time.Millisecond
 	im := r.m.local.Metadata().Image()
 	mir, ok := im.Mirrors[r.name]
 	if !ok {
@@ -382,7 +383,7 @@ func (r *mirrorRT) drive(p *partition, im *metadata.Image, mir *metadata.Mirror)
 	case mirrorproto.StateEpochFencing, mirrorproto.StateULERecovery:
 		p.setState(mirrorproto.StateMirroring, "")
 	case mirrorproto.StateFailed:
-		maxA := r.m.cfg.RetryMaxAttempts
+		maxA := r.m.config().RetryMaxAttempts
 		if p.st.RetryAttempt < 0 || maxA == 0 || p.st.RetryAttempt >= maxA {
 			p.mu.Unlock()
 			return 0
@@ -548,7 +549,7 @@ func failbackTarget(l *storage.Log, lme int32, lmo int64) int64 {
 
 // assign hands MIRRORING partitions with a known source leader to their fetchers.
 func (r *mirrorRT) assign(parts []*partition) {
-	n := r.m.cfg.NumReplicaFetchers
+	n := r.m.config().NumReplicaFetchers
 	want := map[fetcherKey][]*partition{}
 	for _, p := range parts {
 		leader := p.leader.Load()
@@ -562,7 +563,8 @@ func (r *mirrorRT) assign(parts []*partition) {
 	}
 	for k, f := range r.fetchers {
 		if _, ok := want[k]; !ok {
-			f.set(nil)
+			f.stop() // its partitions moved (source leader, mirror.num.replica.fetchers) or left
+			delete(r.fetchers, k)
 		}
 	}
 	for k, ps := range want {
@@ -573,6 +575,7 @@ func (r *mirrorRT) assign(parts []*partition) {
 		}
 		f.set(ps)
 	}
+	r.nFetchers.Store(int32(len(r.fetchers)))
 }
 
 func isInternal(topic string) bool { return len(topic) >= 2 && topic[:2] == "__" }

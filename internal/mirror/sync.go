@@ -92,7 +92,8 @@ func (s *syncStatus) snapshot() []mirrorproto.DescribeClusterMirrorsSyncTask {
 // delays the partition state machine.
 func (r *mirrorRT) syncLoop() {
 	defer close(r.syncDone)
-	t := time.NewTicker(time.Duration(r.m.cfg.RefreshIntervalMs) * time.Millisecond)
+	every := time.Duration(r.m.config().RefreshIntervalMs) * time.Millisecond
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
@@ -101,6 +102,10 @@ func (r *mirrorRT) syncLoop() {
 		case <-t.C:
 		}
 		r.syncOnce()
+		if d := time.Duration(r.m.config().RefreshIntervalMs) * time.Millisecond; d != every {
+			every = d // mirror.metadata.refresh.interval.ms changed dynamically
+			t.Reset(every)
+		}
 	}
 }
 
