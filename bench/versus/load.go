@@ -149,6 +149,7 @@ type pacedRun struct {
 	Lat     []time.Duration // Produce call → acknowledgement, one per record
 	Records int             // records produced (all acknowledged)
 	Seconds float64         // first send → last acknowledgement
+	LastAck time.Time       // the last acknowledgement
 }
 
 // achieved is the produced rate in records/s (records over first send → last ack).
@@ -237,7 +238,8 @@ func paced(addr, topic, codec string, perSec int, d time.Duration, clients int) 
 	}
 	r.Records = len(r.Lat)
 	if r.Records > 0 {
-		r.Seconds = time.Unix(0, lastAck.Load()).Sub(start).Seconds()
+		r.LastAck = time.Unix(0, lastAck.Load())
+		r.Seconds = r.LastAck.Sub(start).Seconds()
 	}
 	return r
 }
@@ -252,6 +254,7 @@ type lagResult struct {
 	Producers    int     `json:"producer_clients"`
 	Produced     int     `json:"records_produced"`
 	Arrived      int     `json:"records_arrived"` // read on the destination
+	DrainS       float64 `json:"drain_s"`         // last acknowledgement on the source → last record read on the destination
 	Error        string  `json:"error,omitempty"`
 }
 
@@ -267,6 +270,7 @@ func endToEnd(src, srcTopic, dst, dstTopic, codec string, perSec, producers int,
 	var total atomic.Int64 // records produced, known once the paced producer is done
 	total.Store(-1)
 	got := 0
+	var lastRead time.Time
 	done := make(chan struct{})
 	start := time.Now()
 	deadline := start.Add(d + 5*time.Minute)
@@ -284,6 +288,9 @@ func endToEnd(src, srcTopic, dst, dstTopic, codec string, perSec, producers int,
 			fs := cl.PollFetches(ctx)
 			cancel()
 			now := time.Now()
+			if fs.NumRecords() > 0 {
+				lastRead = now
+			}
 			fs.EachRecord(func(r *kgo.Record) {
 				got++
 				sent := time.Unix(0, int64(binary.BigEndian.Uint64(r.Value)))
@@ -296,7 +303,8 @@ func endToEnd(src, srcTopic, dst, dstTopic, codec string, perSec, producers int,
 	p := paced(src, srcTopic, codec, perSec, d, producers)
 	total.Store(int64(p.Records))
 	<-done
-	r := lagResult{latency: summarize(lags), TargetRate: perSec, AchievedRate: p.achieved(), Producers: producers, Produced: p.Records, Arrived: got}
+	r := lagResult{latency: summarize(lags), TargetRate: perSec, AchievedRate: p.achieved(), Producers: producers, Produced: p.Records, Arrived: got,
+		DrainS: max(0, lastRead.Sub(p.LastAck).Seconds())}
 	if got < p.Records {
 		r.Error = fmt.Sprintf("only %d of %d records arrived on %s within 5 minutes", got, p.Records, dstTopic)
 		fmt.Fprintln(os.Stderr, "end-to-end:", r.Error)

@@ -98,7 +98,7 @@ func renderMarkdown(r report) string {
 		if s.LagRate > 0 {
 			lagRate = fmt.Sprintf("a fixed %d records/s", s.LagRate)
 		}
-		fmt.Fprintf(&b, "Source: one Apache Kafka %s broker. Destination: a kmirror broker for each engine (MirrorMaker 2 target: %s). Backlog: %d records × %d B on 16 partitions (%.2f GB of values). Steady-state lag: records produced on the source at %s by %d paced producer clients for %.0f s, first 3 s left out, send time (in the value) → read by a consumer on the destination. “Achieved” is the produced rate (records / first send → last acknowledgement); where it is below the target the producers on this machine could not pace the target, were behind all along, and the lag includes the time records waited in their buffers. CPU: utime+stime from /proc of the mirroring process (kmirror: the destination broker; MirrorMaker 2: its JVM), per GB of values, over the catch-up; “+ dest” adds the destination broker.\n\n",
+		fmt.Fprintf(&b, "Source: one Apache Kafka %s broker. Destination: a kmirror broker for each engine (MirrorMaker 2 target: %s). Backlog: %d records × %d B on 16 partitions (%.2f GB of values). Steady-state lag: records produced on the source at %s by %d paced producer clients for %.0f s, first 3 s left out, send time (in the value) → read by a consumer on the destination. “Achieved” is the produced rate (records / first send → last acknowledgement); where it is below the target the producers on this machine could not pace the target, were behind all along, and the lag includes the time records waited in their buffers. “Last ack → all read” is how long the destination consumer kept reading after production ended: about the lag when the mirror kept up; seconds when the mirror (or the consumer) fell behind during the run and the lag grew. CPU: utime+stime from /proc of the mirroring process (kmirror: the destination broker; MirrorMaker 2: its JVM), per GB of values, over the catch-up; “+ dest” adds the destination broker.\n\n",
 			s.KafkaVersion, s.MM2Target, s.Backlog16, s.RecordBytes, float64(s.Backlog16*s.RecordBytes)/1e9, lagRate, s.LagProducers, s.LagSeconds)
 		fmt.Fprintf(&b, "| codec | metric | kmirror | MirrorMaker 2 | kmirror / MM2 |\n|---|---|---:|---:|---:|\n")
 		for _, c := range []string{"none", "zstd"} {
@@ -127,6 +127,7 @@ func renderMarkdown(r report) string {
 			}
 			row(target, float64(kl.TargetRate), float64(ml.TargetRate))
 			row("lag run: achieved produced records/s", kl.AchievedRate, ml.AchievedRate)
+			row("lag run: last ack on source → all read on destination s", kl.DrainS, ml.DrainS)
 			for _, e := range []struct {
 				engine string
 				l      lagResult
