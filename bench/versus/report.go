@@ -98,7 +98,7 @@ func renderMarkdown(r report) string {
 		if s.LagRate > 0 {
 			lagRate = fmt.Sprintf("a fixed %d records/s", s.LagRate)
 		}
-		fmt.Fprintf(&b, "Source: one Apache Kafka %s broker. Destination: a kmirror broker for each engine (MirrorMaker 2 target: %s). Backlog: %d records × %d B on 16 partitions (%.2f GB of values). Steady-state lag: records produced on the source at %s by %d paced producer clients for %.0f s, first 3 s left out, send time (in the value) → read by a consumer on the destination. “Achieved” is the produced rate (records / first send → last acknowledgement); where it is below the target the producers on this machine could not pace the target, were behind all along, and the lag includes the time records waited in their buffers. “Last ack → all read” is how long the destination consumer kept reading after production ended: about the lag when the mirror kept up; seconds when the mirror (or the consumer) fell behind during the run and the lag grew. CPU: utime+stime from /proc of the mirroring process (kmirror: the destination broker; MirrorMaker 2: its JVM), per GB of values, over the catch-up; “+ dest” adds the destination broker.\n\n",
+		fmt.Fprintf(&b, "Source: one Apache Kafka %s broker. Destination: a kmirror broker for each engine (MirrorMaker 2 target: %s). Backlog: %d records × %d B on 16 partitions (%.2f GB of values). Steady-state lag: records produced on the source at %s by %d paced producer clients for %.0f s, first 3 s left out, send time (in the value) → read by a consumer on the destination. “Achieved” is the produced rate (records / first send → last acknowledgement); where it is below the target the producers on this machine could not pace the target (with zstd they are bound by their own compression), were behind all along, and the lag includes the time records waited in their buffers. “Last ack → all read” is how long the destination consumer kept reading after production ended: about the lag when the mirror kept up; seconds when the mirror (or the consumer) fell behind during the run and the lag grew. CPU: utime+stime from /proc of the mirroring process (kmirror: the destination broker; MirrorMaker 2: its JVM), per GB of values, over the catch-up; “+ dest” adds the destination broker.\n\n",
 			s.KafkaVersion, s.MM2Target, s.Backlog16, s.RecordBytes, float64(s.Backlog16*s.RecordBytes)/1e9, lagRate, s.LagProducers, s.LagSeconds)
 		fmt.Fprintf(&b, "| codec | metric | kmirror | MirrorMaker 2 | kmirror / MM2 |\n|---|---|---:|---:|---:|\n")
 		for _, c := range []string{"none", "zstd"} {
@@ -117,7 +117,7 @@ func renderMarkdown(r report) string {
 				fmt.Fprintf(&b, "| %s | MirrorMaker 2 failed | | %s | |\n", c, mm.Error)
 			}
 			row("start → first record s", k.FirstRecordS, mm.FirstRecordS)
-			row("catch-up s (first record → caught up)", k.CatchUpS, mm.CatchUpS)
+			row(fmt.Sprintf("catch-up s (first record → caught up) of the %s GB backlog", num(float64(s.Backlog16*s.RecordBytes)/1e9)), k.CatchUpS, mm.CatchUpS)
 			row("catch-up MB/s", k.MBps, mm.MBps)
 			row("catch-up records/s", k.RecPerS, mm.RecPerS)
 			kl, ml := r.Lags["kmirror/"+c], r.Lags["MirrorMaker 2/"+c]
@@ -136,8 +136,8 @@ func renderMarkdown(r report) string {
 					fmt.Fprintf(&b, "| %s | %s lag run: %s | | | |\n", c, e.engine, e.l.Error)
 				}
 			}
-			row("steady-state lag p50 ms", kl.P50Ms, ml.P50Ms)
-			row("steady-state lag p99 ms", kl.P99Ms, ml.P99Ms)
+			row("steady-state lag p50 ms at the achieved rate", kl.P50Ms, ml.P50Ms)
+			row("steady-state lag p99 ms at the achieved rate", kl.P99Ms, ml.P99Ms)
 			row("CPU s/GB, mirroring process", k.CPUPerGB, mm.CPUPerGB)
 			row("CPU s/GB, mirroring + dest broker", k.CPUPerGBTotal, mm.CPUPerGBTotal)
 		}
@@ -145,7 +145,7 @@ func renderMarkdown(r report) string {
 	}
 	if len(r.MirrorRates) > 0 {
 		fmt.Fprintf(&b, "#### kmirror mirroring throughput (issue 4 targets: ≥ 0.80 of the destination's own produce rate; ≤ 0.20 of the CPU/GB of a consume-and-re-produce pipeline)\n\n")
-		fmt.Fprintf(&b, "| partitions | codec | backlog records | source MB on disk | mirror MB/s | mirror records/s | dest produce MB/s | mirror / produce | kmirror CPU s/GB | pipeline CPU s/GB (+ dest) | kmirror / pipeline |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		fmt.Fprintf(&b, "| partitions | codec | backlog records (GB of values) | source MB on disk | mirror MB/s | mirror records/s | dest produce MB/s | mirror / produce | kmirror CPU s/GB | pipeline CPU s/GB (+ dest) | kmirror / pipeline |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, mr := range r.MirrorRates {
 			pipe, total := "", 0.0
 			for _, p := range r.Pipelines {
@@ -157,7 +157,7 @@ func renderMarkdown(r report) string {
 			if total > 0 {
 				cmp = ratio(mr.Mirror.CPUPerGB, total)
 			}
-			fmt.Fprintf(&b, "| %d | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", mr.Partitions, mr.Codec, mr.Mirror.BacklogRecs, num(mr.Mirror.SourceDiskMB),
+			fmt.Fprintf(&b, "| %d | %s | %d (%s) | %s | %s | %s | %s | %s | %s | %s | %s |\n", mr.Partitions, mr.Codec, mr.Mirror.BacklogRecs, num(float64(mr.Mirror.BacklogRecs*s.RecordBytes)/1e9), num(mr.Mirror.SourceDiskMB),
 				num(mr.Mirror.MBps), num(mr.Mirror.RecPerS), num(mr.DestProduce.MBps), ratio(mr.Mirror.MBps, mr.DestProduce.MBps), num(mr.Mirror.CPUPerGB), pipe, cmp)
 		}
 		b.WriteString("\n")
