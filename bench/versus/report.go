@@ -111,6 +111,9 @@ func renderMarkdown(r report) string {
 				}
 			}
 			row := func(name string, kv, mv float64) {
+				if mm.Engine == "" { // MirrorMaker 2 did not run (-mm2=false)
+					mv = -1
+				}
 				fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", c, name, num(kv), num(mv), ratio(kv, mv))
 			}
 			if mm.Error != "" {
