@@ -417,15 +417,52 @@ func (l *Log) Read(offset int64, maxBytes int32, maxOffset int64, minOneBatch bo
 func (l *Log) ReadWith(alloc func(n int) []byte, offset int64, maxBytes int32, maxOffset int64, minOneBatch bool) ([]byte, error) {
 	l.rw.RLock()
 	defer l.rw.RUnlock()
+	seg, start, end, _, err := l.locateLocked(offset, maxBytes, maxOffset, minOneBatch)
+	if err != nil || seg == nil {
+		return nil, err
+	}
+	var out []byte
+	if alloc != nil {
+		out = alloc(int(end - start))
+	} else {
+		out = make([]byte, end-start)
+	}
+	if _, err := seg.log.ReadAt(out, start); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ReadRange is Read returning the batches as a range of the segment's .log file
+// instead of bytes (Kafka's FileRecords slice handed to the network layer): the range
+// holds a reference to the file, which stays open (and its bytes readable) until
+// Release, even if the segment is deleted by retention, replaced by the cleaner,
+// truncated or its log closed or deleted in the meantime. A zero FileRange (Len 0) is
+// returned where Read returns nothing; it needs no Release.
+func (l *Log) ReadRange(offset int64, maxBytes int32, maxOffset int64, minOneBatch bool) (FileRange, error) {
+	l.rw.RLock()
+	defer l.rw.RUnlock()
+	seg, start, end, last, err := l.locateLocked(offset, maxBytes, maxOffset, minOneBatch)
+	if err != nil || seg == nil {
+		return FileRange{LastOffset: -1}, err
+	}
+	seg.file.acquireRange()
+	return FileRange{File: seg.log, Pos: start, Len: end - start, LastOffset: last, ref: seg.file}, nil
+}
+
+// locateLocked finds the bytes Read returns: the segment, the byte range [start, end)
+// and the last offset of its last batch; a nil segment when there is nothing to read.
+// The caller holds rw.
+func (l *Log) locateLocked(offset int64, maxBytes int32, maxOffset int64, minOneBatch bool) (seg *segment, start, end, last int64, err error) {
 	if l.closed.Load() {
-		return nil, ErrClosed
+		return nil, 0, 0, -1, ErrClosed
 	}
 	leo := l.leo.Load()
 	if offset < l.logStart.Load() || offset > leo {
-		return nil, fmt.Errorf("%w: offset %d, log start %d, LEO %d", ErrOffsetOutOfRange, offset, l.logStart.Load(), leo)
+		return nil, 0, 0, -1, fmt.Errorf("%w: offset %d, log start %d, LEO %d", ErrOffsetOutOfRange, offset, l.logStart.Load(), leo)
 	}
 	if offset == leo {
-		return nil, nil
+		return nil, 0, 0, -1, nil
 	}
 	var hdr [record.HeaderSize]byte
 	for si := l.floorSegment(offset); si < len(l.segs); si++ {
@@ -435,15 +472,15 @@ func (l *Log) ReadWith(alloc func(n int) []byte, offset int64, maxBytes int32, m
 		if offset > seg.base {
 			pos = int64(seg.idx.lookup(int32(min(offset-seg.base, 1<<31-1))))
 		}
-		start, end := int64(-1), int64(0)
+		start, end, last := int64(-1), int64(0), int64(-1)
 		for pos+record.HeaderSize <= size {
 			if _, err := seg.log.ReadAt(hdr[:], pos); err != nil {
-				return nil, err
+				return nil, 0, 0, -1, err
 			}
 			b := record.Batch(hdr[:])
 			bsize := int64(b.Size())
 			if bsize < record.HeaderSize || pos+bsize > size {
-				return nil, fmt.Errorf("%w: %s position %d", ErrCorrupt, seg.path, pos)
+				return nil, 0, 0, -1, fmt.Errorf("%w: %s position %d", ErrCorrupt, seg.path, pos)
 			}
 			if start < 0 {
 				if b.LastOffset() < offset {
@@ -451,11 +488,11 @@ func (l *Log) ReadWith(alloc func(n int) []byte, offset int64, maxBytes int32, m
 					continue
 				}
 				if b.BaseOffset() >= maxOffset {
-					return nil, nil
+					return nil, 0, 0, -1, nil
 				}
 				start, end = pos, pos+bsize
 				if bsize > int64(maxBytes) && !minOneBatch {
-					return nil, nil
+					return nil, 0, 0, -1, nil
 				}
 			} else {
 				if b.BaseOffset() >= maxOffset || end+bsize-start > int64(maxBytes) {
@@ -463,23 +500,15 @@ func (l *Log) ReadWith(alloc func(n int) []byte, offset int64, maxBytes int32, m
 				}
 				end += bsize
 			}
+			last = b.LastOffset()
 			pos += bsize
 		}
 		if start < 0 {
 			continue // offset lies past this segment's batches (a gap): try the next
 		}
-		var out []byte
-		if alloc != nil {
-			out = alloc(int(end - start))
-		} else {
-			out = make([]byte, end-start)
-		}
-		if _, err := seg.log.ReadAt(out, start); err != nil {
-			return nil, err
-		}
-		return out, nil
+		return seg, start, end, last, nil
 	}
-	return nil, nil
+	return nil, 0, 0, -1, nil
 }
 
 // floorSegment is the index of the last segment with base <= offset (0 if none).

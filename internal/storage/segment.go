@@ -29,10 +29,13 @@ func segmentName(base int64) string { return fmt.Sprintf("%020d", base) }
 // appender (Log.mu), except the max-timestamp fields, which are guarded by idx.mu.
 type segment struct {
 	base int64
-	path string // path without suffix
-	log  *os.File
+	path string   // path without suffix
+	log  *os.File // file.f: replaced only with Log.mu and Log.rw held (copy-on-truncate)
+	file *segFile // reference-counted owner of log
 	size atomic.Int64
 	idx  indexes
+
+	released atomic.Bool // the segment's own reference to file was dropped (close)
 
 	nextOffset      int64 // offset after the last batch (base when empty)
 	bytesSinceIndex int64
@@ -58,6 +61,9 @@ func openSegment(dir string, base int64) (*segment, error) {
 		return f
 	}
 	s.log = open(logSuffix)
+	if s.log != nil {
+		s.file = newSegFile(s.log)
+	}
 	s.idx.offFile = open(indexSuffix)
 	s.idx.timeFile = open(timeIndexSuffix)
 	s.idx.txnFile = open(txnIndexSuffix)
@@ -86,12 +92,58 @@ func (s *segment) closeFiles() {
 	}
 }
 
+// close closes the index files and drops the segment's reference to its .log file,
+// which is closed once no FileRange holds it either. Closing twice is a no-op.
 func (s *segment) close() error {
+	if s.released.Swap(true) {
+		return nil
+	}
 	err := s.idx.close()
-	if err2 := s.log.Close(); err == nil {
+	if err2 := s.file.release(); err == nil {
 		err = err2
 	}
 	return err
+}
+
+// segFile is a segment's .log file with a reference count: one reference held by the
+// segment until it is closed (deleted by retention, replaced by the cleaner, truncated
+// away, its log closed or deleted) plus one per outstanding FileRange, so that a range
+// handed to a Fetch response stays readable until it is written (Kafka keeps a
+// deleted segment's FileChannel open the same way until the send completes).
+//
+// Bytes handed to sendfile(2) are not copied: the socket keeps references to the page
+// cache pages until the data is sent (on loopback, until the peer reads it), so those
+// bytes must never be rewritten in place. Appends only add bytes and deletions unlink,
+// which leaves the pages alone; a truncation inside a file that was ever ranged writes
+// a new file instead of cutting this one (Log.TruncateTo).
+type segFile struct {
+	f      *os.File
+	refs   atomic.Int64
+	ranged atomic.Bool // a FileRange of the file was handed out
+}
+
+func newSegFile(f *os.File) *segFile {
+	sf := &segFile{f: f}
+	sf.refs.Store(1)
+	return sf
+}
+
+// release drops a reference and closes the file when it was the last one.
+func (sf *segFile) release() error {
+	switch n := sf.refs.Add(-1); {
+	case n == 0:
+		return sf.f.Close()
+	case n < 0:
+		panic("storage: segment file released too often")
+	}
+	return nil
+}
+
+// acquireRange adds the reference of a FileRange handed out to be sent; the caller
+// holds a reference already (the segment's, under Log.rw).
+func (sf *segFile) acquireRange() {
+	sf.ranged.Store(true)
+	sf.refs.Add(1)
 }
 
 // remove closes and deletes the segment's files.

@@ -72,7 +72,14 @@ func (l *Log) truncateSegmentsLocked(offset int64) error {
 			break
 		}
 	}
-	if err := seg.log.Truncate(cut); err != nil {
+	if cut < seg.size.Load() && seg.file.ranged.Load() {
+		// Bytes past cut may still be referenced by a FileRange or by a socket that
+		// sendfile handed them to: keep them intact in the old file and go on with a
+		// copy of the part that stays.
+		if err := seg.replaceFileWithPrefix(cut); err != nil {
+			return err
+		}
+	} else if err := seg.log.Truncate(cut); err != nil {
 		return err
 	}
 	seg.size.Store(cut)
@@ -282,4 +289,42 @@ func (l *Log) ApplyRetention(nowMs int64) (int, error) {
 	}
 	l.notify()
 	return n, nil
+}
+
+// replaceFileWithPrefix replaces the segment's .log file by a new file holding its
+// first n bytes (copy-on-truncate), renamed over the old name. The old file is never
+// modified again: it stays open for the FileRanges that reference it and is closed by
+// the last Release. The caller holds mu and rw.
+func (s *segment) replaceFileWithPrefix(n int64) error {
+	path := s.path + logSuffix
+	tmp := path + ".truncated.tmp" // removed at start-up if left behind by a crash
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	fail := func(err error) error {
+		f.Close()
+		os.Remove(tmp)
+		return err
+	}
+	// The old file's shared offset is used by nothing else (reads and writes are
+	// positional), so it can drive copy_file_range(2) through File.ReadFrom.
+	if _, err := s.log.Seek(0, io.SeekStart); err != nil {
+		return fail(err)
+	}
+	if k, err := f.ReadFrom(io.LimitReader(s.log, n)); err != nil || k != n {
+		if err == nil {
+			err = fmt.Errorf("%w: copied %d of %d bytes of %s", io.ErrUnexpectedEOF, k, n, path)
+		}
+		return fail(err)
+	}
+	if err := f.Sync(); err != nil {
+		return fail(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fail(err)
+	}
+	old := s.file
+	s.file, s.log = newSegFile(f), f
+	return old.release()
 }
