@@ -147,8 +147,34 @@ func (s *Server) Shutdown(ctx context.Context) {
 }
 
 type conn struct {
-	s  *Server
-	nc net.Conn
+	s       *Server
+	nc      net.Conn
+	copyBuf []byte // pread buffer of file parts when sendfile is not used
+}
+
+// reply is one response ready to write: the encoded frame in buf, or, for a
+// PartsResponse, the frame's size and header in buf followed by parts. rel is
+// released once the parts are written (or writing failed).
+type reply struct {
+	buf   []byte
+	parts []Part
+	rel   Releaser
+}
+
+// write writes r through w and frees what r borrows.
+func (c *conn) write(w *bufio.Writer, r reply) error {
+	_, err := w.Write(r.buf)
+	if r.parts == nil {
+		putBuf(r.buf)
+		return err
+	}
+	if err == nil {
+		err = c.writeParts(w, r.parts)
+	}
+	if r.rel != nil {
+		r.rel.Release()
+	}
+	return err
 }
 
 type frame struct {
@@ -201,12 +227,13 @@ func (c *conn) run() {
 			s.Logger.Info("closing connection", "remote", c.nc.RemoteAddr(), "reason", err)
 			return
 		}
-		if out == nil {
+		if out.buf == nil {
 			continue
 		}
-		_, err = w.Write(out)
-		putBuf(out)
-		if err != nil {
+		if err := c.write(w, out); err != nil {
+			if out.parts != nil {
+				s.Logger.Debug("closing connection: writing response", "remote", c.nc.RemoteAddr(), "err", err)
+			}
 			return
 		}
 		if len(frames) == 0 {
@@ -218,10 +245,10 @@ func (c *conn) run() {
 	w.Flush()
 }
 
-// serve decodes one frame, calls the handler and returns the encoded response frame
-// (nil for none). An error closes the connection, as Kafka does for undecodable
+// serve decodes one frame, calls the handler and returns the response to write (a nil
+// buf for none). An error closes the connection, as Kafka does for undecodable
 // requests, unknown keys and unsupported versions (ApiVersions excepted).
-func (c *conn) serve(ctx context.Context, buf []byte) ([]byte, error) {
+func (c *conn) serve(ctx context.Context, buf []byte) (reply, error) {
 	s := c.s
 	var h Header
 	h.Key = int16(binary.BigEndian.Uint16(buf[0:]))
@@ -230,50 +257,56 @@ func (c *conn) serve(ctx context.Context, buf []byte) ([]byte, error) {
 	rest := buf[8:]
 	// Client ID: nullable string with int16 length (header v1 and v2).
 	if len(rest) < 2 {
-		return nil, fmt.Errorf("truncated request header")
+		return reply{}, fmt.Errorf("truncated request header")
 	}
 	n := int16(binary.BigEndian.Uint16(rest))
 	rest = rest[2:]
 	if n > 0 {
 		if int(n) > len(rest) {
-			return nil, fmt.Errorf("truncated client ID")
+			return reply{}, fmt.Errorf("truncated client ID")
 		}
 		h.ClientID = string(rest[:n])
 		rest = rest[n:]
 	}
 
 	if h.Key == 18 { // ApiVersions: answered here, falls back to v0 on unknown versions
-		return c.apiVersions(h, rest)
+		out, err := c.apiVersions(h, rest)
+		return reply{buf: out}, err
 	}
 	if !s.Versions.Supported(h.Key, h.Version) {
 		name := kmsg.NameForKey(h.Key)
-		return nil, fmt.Errorf("unsupported request: key %d (%s) version %d", h.Key, name, h.Version)
+		return reply{}, fmt.Errorf("unsupported request: key %d (%s) version %d", h.Key, name, h.Version)
 	}
 	req := s.NewRequest(h.Key)
 	if req == nil {
-		return nil, fmt.Errorf("unknown API key %d", h.Key)
+		return reply{}, fmt.Errorf("unknown API key %d", h.Key)
 	}
 	req.SetVersion(h.Version)
 	flexible := req.IsFlexible()
 	if flexible {
 		var err error
 		if rest, err = skipTags(rest); err != nil {
-			return nil, fmt.Errorf("request header tagged fields: %w", err)
+			return reply{}, fmt.Errorf("request header tagged fields: %w", err)
 		}
 	}
 	if err := decode(req, rest); err != nil {
-		return nil, fmt.Errorf("decoding %s v%d: %w", kmsg.NameForKey(h.Key), h.Version, err)
+		return reply{}, fmt.Errorf("decoding %s v%d: %w", kmsg.NameForKey(h.Key), h.Version, err)
 	}
 	resp := s.Handler.Handle(ctx, &Request{Header: h, Body: req, Remote: c.nc.RemoteAddr()})
 	if resp == nil {
-		return nil, nil
+		return reply{}, nil
 	}
 	resp.SetVersion(h.Version)
-	out := encodeResponse(h.CorrelationID, flexible, resp)
-	if r, ok := resp.(Releaser); ok {
-		r.Release()
+	rel, _ := resp.(Releaser)
+	if pr, ok := resp.(PartsResponse); ok {
+		parts := pr.BodyParts()
+		return reply{buf: responseHeader(h.CorrelationID, flexible, parts), parts: parts, rel: rel}, nil
 	}
-	return out, nil
+	out := encodeResponse(h.CorrelationID, flexible, resp)
+	if rel != nil {
+		rel.Release()
+	}
+	return reply{buf: out}, nil
 }
 
 // decode runs ReadFrom, turning a panic on garbage input into an error.
@@ -365,6 +398,25 @@ func encodeResponse(correlationID int32, flexibleHeader bool, resp kmsg.Response
 	}
 	out = resp.AppendTo(out)
 	binary.BigEndian.PutUint32(out[0:], uint32(len(out)-4))
+	return out
+}
+
+// responseHeader returns the frame size and response header of a response whose body
+// is parts (header v1's empty tagged-field section when flexibleHeader).
+func responseHeader(correlationID int32, flexibleHeader bool, parts []Part) []byte {
+	n := int64(4)
+	if flexibleHeader {
+		n++
+	}
+	for i := range parts {
+		n += parts[i].size()
+	}
+	out := make([]byte, 8, 9)
+	binary.BigEndian.PutUint32(out, uint32(n))
+	binary.BigEndian.PutUint32(out[4:], uint32(correlationID))
+	if flexibleHeader {
+		out = append(out, 0)
+	}
 	return out
 }
 
