@@ -17,7 +17,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kmirror/kmirror/internal/record"
 	"github.com/kmirror/kmirror/internal/storage"
 )
 
@@ -29,18 +28,24 @@ func (b *Broker) handleFetch(ctx context.Context, req *kmsg.FetchRequest) kmsg.R
 		resp.ErrorCode = fc.errCode
 		return resp
 	}
-	bufs := &fetchBufs{}
-	resp := b.fetchLongPoll(ctx, fc.req, bufs)
-	return pooledFetch{b.sessions.finish(fc, resp, time.Now().UnixMilli()), bufs}
+	d := &fetchData{}
+	resp := b.fetchLongPoll(ctx, fc.req, d)
+	resp = b.sessions.finish(fc, resp, time.Now().UnixMilli(), d.hasRecords)
+	resp.SetVersion(req.Version)
+	if fetchPartsOK(resp) {
+		return streamedFetch{resp, d}
+	}
+	d.materialize(resp)
+	return pooledFetch{resp, &d.bufs}
 }
 
 // fetchLongPoll reads the partitions of req, waiting up to MaxWaitMs for MinBytes. The
-// records of the response returned are in bufs.
-func (b *Broker) fetchLongPoll(ctx context.Context, req *kmsg.FetchRequest, bufs *fetchBufs) *kmsg.FetchResponse {
+// records of the response returned are file ranges and buffers held by d.
+func (b *Broker) fetchLongPoll(ctx context.Context, req *kmsg.FetchRequest, d *fetchData) *kmsg.FetchResponse {
 	deadline := time.Now().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
 	for {
 		waits := b.fetchWaitChannels(req)
-		resp, bytes, anyError := b.fetchOnce(req, bufs)
+		resp, bytes, anyError := b.fetchOnce(req, d)
 		if bytes >= int(req.MinBytes) || anyError || req.MaxWaitMillis <= 0 {
 			return resp
 		}
@@ -48,10 +53,10 @@ func (b *Broker) fetchLongPoll(ctx context.Context, req *kmsg.FetchRequest, bufs
 		if remaining <= 0 {
 			return resp
 		}
-		bufs.release() // resp is dropped: it is read again
+		d.release() // resp is dropped: it is read again
 		if !waitAny(ctx, waits, remaining) {
 			// Timed out or the connection/server is closing: answer with what we have.
-			resp, _, _ = b.fetchOnce(req, bufs)
+			resp, _, _ = b.fetchOnce(req, d)
 			return resp
 		}
 	}
@@ -124,7 +129,7 @@ func (b *Broker) fetchTopic(version int16, rt kmsg.FetchRequestTopic) *topicStat
 // fetchOnce reads every requested partition once. It returns the response, the number
 // of record bytes in it, and whether any partition carries an error or a diverging
 // epoch (those are answered at once).
-func (b *Broker) fetchOnce(req *kmsg.FetchRequest, bufs *fetchBufs) (*kmsg.FetchResponse, int, bool) {
+func (b *Broker) fetchOnce(req *kmsg.FetchRequest, d *fetchData) (*kmsg.FetchResponse, int, bool) {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	maxBytes := int(req.MaxBytes)
 	if maxBytes <= 0 {
@@ -154,7 +159,8 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest, bufs *fetchBufs) (*kmsg.Fetch
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
-			n, stop := b.fetchPartition(l, bufs, rp, readCommitted, maxBytes-total, total == 0, &sp)
+			k := rangeKey{rt.Topic, rt.TopicID, rp.Partition}
+			n, stop := b.fetchPartition(l, d, k, rp, readCommitted, maxBytes-total, total == 0, &sp)
 			total += n
 			anyError = anyError || stop
 			st.Partitions = append(st.Partitions, sp)
@@ -165,8 +171,10 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest, bufs *fetchBufs) (*kmsg.Fetch
 }
 
 // fetchPartition fills sp for one partition and returns the record bytes added and
-// whether the partition must be answered at once (error or diverging epoch).
-func (b *Broker) fetchPartition(l *storage.Log, bufs *fetchBufs, rp kmsg.FetchRequestTopicPartition, readCommitted bool, budget int, first bool, sp *kmsg.FetchResponseTopicPartition) (int, bool) {
+// whether the partition must be answered at once (error or diverging epoch). The
+// records are kept in d as a file range under k (read into a buffer when k has one
+// already: a partition listed twice).
+func (b *Broker) fetchPartition(l *storage.Log, d *fetchData, k rangeKey, rp kmsg.FetchRequestTopicPartition, readCommitted bool, budget int, first bool, sp *kmsg.FetchResponseTopicPartition) (int, bool) {
 	epoch := leaderEpoch(l)
 	hw, lso := l.HighWatermarkAndLSO()
 	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = hw, lso, l.LogStartOffset()
@@ -198,7 +206,13 @@ func (b *Broker) fetchPartition(l *storage.Log, bufs *fetchBufs, rp kmsg.FetchRe
 	if limit < 0 {
 		limit = 0
 	}
-	data, err := l.ReadWith(bufs.alloc, rp.FetchOffset, int32(limit), maxOffset, first)
+	r, err := l.ReadRange(rp.FetchOffset, int32(limit), maxOffset, first)
+	if err == nil && r.Len > 0 && !d.addRange(k, r) {
+		var data []byte
+		data, err = r.ReadInto(d.bufs.alloc(int(r.Len)))
+		r.Release()
+		sp.RecordBatches = data
+	}
 	if err != nil {
 		switch {
 		case errors.Is(err, storage.ErrOffsetOutOfRange):
@@ -209,30 +223,15 @@ func (b *Broker) fetchPartition(l *storage.Log, bufs *fetchBufs, rp kmsg.FetchRe
 			sp.ErrorCode = kerr.KafkaStorageError.Code
 			b.logger.Error("reading log", "dir", l.Dir(), "err", err)
 		}
+		sp.RecordBatches = []byte{}
 		return 0, true
 	}
-	if data != nil {
-		sp.RecordBatches = data
-	}
-	if readCommitted && len(data) > 0 {
+	if readCommitted && r.Len > 0 {
+		// The last offset comes from the batch headers read in the file by ReadRange.
 		sp.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
-		for _, a := range l.AbortedTransactions(rp.FetchOffset, lastOffsetIn(data)+1) {
+		for _, a := range l.AbortedTransactions(rp.FetchOffset, r.LastOffset+1) {
 			sp.AbortedTransactions = append(sp.AbortedTransactions, kmsg.FetchResponseTopicPartitionAbortedTransaction{ProducerID: a.ProducerID, FirstOffset: a.FirstOffset})
 		}
 	}
-	return len(data), false
-}
-
-// lastOffsetIn returns the last offset of the last whole batch in data.
-func lastOffsetIn(data []byte) int64 {
-	last := int64(-1)
-	for len(data) > 0 {
-		bt, rest, err := record.Next(data)
-		if err != nil {
-			break
-		}
-		last = bt.LastOffset()
-		data = rest
-	}
-	return last
+	return int(r.Len), false
 }

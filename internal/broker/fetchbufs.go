@@ -12,9 +12,10 @@ const fetchChunkBytes = 1 << 20
 // fetchChunks holds reusable read buffers (*[]byte) of at least fetchChunkBytes.
 var fetchChunks sync.Pool
 
-// fetchBufs hands out the buffers one Fetch response reads its record batches into,
-// carved from pooled chunks, and returns the chunks to the pool once the response is
-// encoded (release). It saves allocating (and zeroing) the records of every fetch.
+// fetchBufs hands out the buffers one Fetch response reads record batches into when
+// they are not sent as file ranges (the kmsg fallback of fetchparts.go, a partition
+// listed twice), carved from pooled chunks, and returns the chunks to the pool once the
+// response is encoded (release). It saves allocating (and zeroing) those records.
 type fetchBufs struct {
 	chunks []*[]byte
 	cur    []byte
@@ -46,8 +47,8 @@ func (a *fetchBufs) release() {
 	a.chunks, a.cur = nil, nil
 }
 
-// pooledFetch is a Fetch response whose record batches live in pooled buffers; the
-// wire layer calls Release once it has encoded the response.
+// pooledFetch is a Fetch response encoded by kmsg whose record batches live in pooled
+// buffers; the wire layer calls Release once it has encoded the response.
 type pooledFetch struct {
 	*kmsg.FetchResponse
 	bufs *fetchBufs

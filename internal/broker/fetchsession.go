@@ -212,8 +212,14 @@ func (s *fetchSession) request(in *kmsg.FetchRequest) *kmsg.FetchRequest {
 
 // finish shapes the response for the context: the session ID, and for incremental
 // fetches only the partitions that must be answered (Kafka's
-// CachedPartition.maybeUpdateResponseData).
-func (c *fetchSessionCache) finish(fc *fetchContext, resp *kmsg.FetchResponse, nowMs int64) *kmsg.FetchResponse {
+// CachedPartition.maybeUpdateResponseData). hasRecords tells whether a partition
+// carries record batches (nil: non-empty RecordBatches).
+func (c *fetchSessionCache) finish(fc *fetchContext, resp *kmsg.FetchResponse, nowMs int64, hasRecords func(*kmsg.FetchResponseTopic, *kmsg.FetchResponseTopicPartition) bool) *kmsg.FetchResponse {
+	if hasRecords == nil {
+		hasRecords = func(_ *kmsg.FetchResponseTopic, sp *kmsg.FetchResponseTopicPartition) bool {
+			return len(sp.RecordBatches) > 0
+		}
+	}
 	switch fc.kind {
 	case fetchSessionless:
 		resp.SessionID = 0
@@ -235,9 +241,10 @@ func (c *fetchSessionCache) finish(fc *fetchContext, resp *kmsg.FetchResponse, n
 			parts := st.Partitions[:0]
 			for _, sp := range st.Partitions {
 				cp := s.find(partKey(s.usesTopicIDs, st.Topic, st.TopicID, sp.Partition))
-				if cp == nil || cp.mustRespond(&sp) {
+				records := hasRecords(&st, &sp)
+				if cp == nil || cp.mustRespond(&sp, records) {
 					parts = append(parts, sp)
-					if cp != nil && len(sp.RecordBatches) > 0 {
+					if cp != nil && records {
 						withRecords = append(withRecords, cp)
 					}
 				}
@@ -254,8 +261,9 @@ func (c *fetchSessionCache) finish(fc *fetchContext, resp *kmsg.FetchResponse, n
 }
 
 // mustRespond is Kafka's CachedPartition.maybeUpdateResponseData with updates on.
-func (cp *cachedPartition) mustRespond(sp *kmsg.FetchResponseTopicPartition) bool {
-	must := len(sp.RecordBatches) > 0
+// records tells whether sp carries record batches (in memory or as a file range).
+func (cp *cachedPartition) mustRespond(sp *kmsg.FetchResponseTopicPartition, records bool) bool {
+	must := records
 	if cp.highWatermark != sp.HighWatermark {
 		must = true
 		cp.highWatermark = sp.HighWatermark

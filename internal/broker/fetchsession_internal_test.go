@@ -38,7 +38,7 @@ func TestFetchSessionEviction(t *testing.T) {
 	c := newFetchSessionCache(2)
 	create := func(n int, now int64) int32 {
 		req, resp := fullFetch(n)
-		return c.finish(c.newContext(req, now), resp, now).SessionID
+		return c.finish(c.newContext(req, now), resp, now, nil).SessionID
 	}
 	a := create(3, 0)
 	b := create(1, 0)
