@@ -248,7 +248,7 @@ func paced(addr, topic, codec string, perSec int, d time.Duration, clients int) 
 // asked for and the rate the paced producer achieved.
 type lagResult struct {
 	latency
-	MaxRate      float64 `json:"max_records_per_s"`      // kmirror's 16-partition catch-up records/s of this codec
+	MaxRate      float64 `json:"max_records_per_s"`      // kmirror's 16-partition catch-up records/s of this codec (0 in a low-rate run)
 	TargetRate   int     `json:"target_records_per_s"`   // half of MaxRate, or -lag-rate
 	AchievedRate float64 `json:"achieved_records_per_s"` // records produced / (first send → last ack)
 	Producers    int     `json:"producer_clients"`

@@ -11,12 +11,14 @@
 //   - Mirroring: kmirror Cluster Mirroring against MirrorMaker 2 (dedicated mode), both
 //     pulling from the same Apache Kafka source broker and writing into a kmirror
 //     destination broker (a separate one each): catch-up time of a 2 GB backlog (2,000,000
-//     records of 1 KiB on 16 partitions), steady-state end-to-end lag at half of the
-//     maximum rate (kmirror's measured catch-up records/s) with the rate the paced
-//     producers achieved, CPU seconds per GB, uncompressed and zstd. Plus
+//     records of 1 KiB on 16 partitions), steady-state end-to-end lag at two rates — a
+//     fixed low rate (10,000 records/s: the mirror's own latency on an unloaded machine)
+//     and half of the maximum rate (kmirror's measured catch-up records/s) with the rate
+//     the paced producers achieved — and CPU seconds per GB, uncompressed and zstd. Plus
 //     kmirror's mirroring throughput for 1 and 16 partitions against the destination's own
-//     produce throughput, and its CPU per GB against a franz-go consume-and-re-produce
-//     pipeline over the same backlogs (1 and 16 partitions).
+//     produce throughput (and for 1 uncompressed partition once more by a second mirror
+//     with an 8 MiB per-partition fetch.max.bytes), and its CPU per GB against a franz-go
+//     consume-and-re-produce pipeline over the same backlogs (1 and 16 partitions).
 //
 // Results go to bench/results/versus-<date>.json and .md. Apache Kafka's jars come from
 // test/interop/fetch-kafka.sh. Run from the repository root: go run ./bench/versus (or
@@ -68,10 +70,13 @@ type settings struct {
 	Backlog1       int     `json:"backlog_records_1_partition"`
 	LagRate        int     `json:"lag_records_per_s"` // 0: half of kmirror's measured 16-partition catch-up records/s, per codec
 	LagProducers   int     `json:"lag_producer_clients"`
+	LagRateLow     int     `json:"lag_low_records_per_s"` // the fixed low rate of the second lag run (0: not run)
+	LagLowClients  int     `json:"lag_low_producer_clients"`
 	LagSeconds     float64 `json:"lag_seconds"`
 	RecordBytes    int     `json:"record_bytes"`
 	MM2Target      string  `json:"mm2_target"`
 	MirrorProps    string  `json:"mirror_props,omitempty"`
+	TunedProps     string  `json:"tuned_1_partition_mirror_props,omitempty"` // the second mirror's properties ("" with -tuned1=false)
 	Client         string  `json:"client"`
 }
 
@@ -89,11 +94,18 @@ type brokerResult struct {
 
 // mirrorThroughput is a kmirror mirroring rate against the destination's produce rate.
 type mirrorThroughput struct {
-	Partitions  int        `json:"partitions"`
-	Codec       string     `json:"codec"`
-	Mirror      catchUp    `json:"mirror"`
-	DestProduce throughput `json:"destination_produce"`
+	Partitions int     `json:"partitions"`
+	Codec      string  `json:"codec"`
+	Mirror     catchUp `json:"mirror"`
+	// FetchMaxBytes is the mirror's per-partition fetch.max.bytes when it is not the
+	// default (the tuned 1-partition row), 0 otherwise.
+	FetchMaxBytes int        `json:"fetch_max_bytes,omitempty"`
+	DestProduce   throughput `json:"destination_produce"` // the tuned row repeats the default 1-partition row's
 }
+
+// tunedFetchMaxBytes is the per-partition fetch.max.bytes of the tuned 1-partition mirror
+// (the default is 1 MiB).
+const tunedFetchMaxBytes = 8 << 20
 
 type report struct {
 	Date        string               `json:"date"`
@@ -101,7 +113,8 @@ type report struct {
 	Settings    settings             `json:"settings"`
 	Brokers     []brokerResult       `json:"brokers"`
 	CatchUps    []catchUp            `json:"catch_ups"`
-	Lags        map[string]lagResult `json:"steady_state_lag"` // engine/codec → lag
+	Lags        map[string]lagResult `json:"steady_state_lag"`          // engine/codec → lag at half of the maximum (or -lag-rate)
+	LagsLow     map[string]lagResult `json:"steady_state_lag_low_rate"` // engine/codec → lag at -lag-rate-low
 	MirrorRates []mirrorThroughput   `json:"kmirror_mirror_throughput"`
 	Pipelines   []pipelineResult     `json:"pipeline"`
 }
@@ -120,16 +133,22 @@ func main() {
 	flag.IntVar(&s.Backlog16, "backlog", 2000000, "backlog records of the 16-partition mirror topics (2,000,000 × 1 KiB: the 2 GB backlog of issue 4)")
 	flag.IntVar(&s.Backlog1, "backlog1", 300000, "backlog records of the 1-partition mirror topics")
 	flag.IntVar(&s.LagRate, "lag-rate", 0, "records/s of the steady-state lag runs; 0: half of the maximum, kmirror's measured 16-partition catch-up records/s of the same codec")
-	flag.IntVar(&s.LagProducers, "lag-producers", 4, "producer clients sharing the paced load of a steady-state lag run")
+	flag.IntVar(&s.LagProducers, "lag-producers", 4, "producer clients sharing the paced load of a steady-state lag run at half of the maximum")
+	flag.IntVar(&s.LagRateLow, "lag-rate-low", 10000, "records/s of the second, low-rate steady-state lag runs (the mirror's own latency on an unloaded machine); 0 skips them")
+	flag.IntVar(&s.LagLowClients, "lag-low-producers", 1, "producer clients of a low-rate steady-state lag run")
 	lagSecs := flag.Int("lag-seconds", 20, "duration of each steady-state lag run")
 	flag.StringVar(&s.MM2Target, "mm2-target", "kmirror", "MirrorMaker 2 destination: kmirror or kafka")
 	out := flag.String("out", "bench/results", "directory for the results")
 	only := flag.String("only", "", "run only 'broker' or 'mirror'")
 	flag.StringVar(&s.MirrorProps, "mirror-props", "", "extra key=value lines (comma-separated) for kmirror's mirror.properties, e.g. fetch.max.bytes=8388608")
 	withMM2 := flag.Bool("mm2", true, "run MirrorMaker 2 (false: kmirror's mirroring figures only)")
+	tuned1 := flag.Bool("tuned1", true, fmt.Sprintf("also mirror a second 1-partition uncompressed backlog with a second mirror whose fetch.max.bytes is %d", tunedFetchMaxBytes))
 	flag.StringVar(&perfDir, "perf", "", "directory for `perf record` profiles of kmirror's consume and mirror catch-up windows")
 	flag.Parse()
 	s.LatencySeconds, s.LagSeconds, s.RecordBytes = float64(*latSecs), float64(*lagSecs), recordSize
+	if *tuned1 {
+		s.TunedProps = withProp(s.MirrorProps, "fetch.max.bytes", fmt.Sprint(tunedFetchMaxBytes))
+	}
 	s.Client = "franz-go kgo v1.22 (acks=all, idempotent, 1 MiB batches, 20000 buffered records; consumers: 16 MiB fetches)"
 
 	tmp, err := os.MkdirTemp(*base, "kmirror-versus-")
@@ -147,7 +166,7 @@ func main() {
 	kafkaJava, err = kafkaproc.NewJava(strings.TrimSpace(string(o)), tmp)
 	must(err)
 
-	rep := report{Date: time.Now().UTC().Format(time.RFC3339), Machine: describeMachine(tmp), Settings: s, Lags: map[string]lagResult{}}
+	rep := report{Date: time.Now().UTC().Format(time.RFC3339), Machine: describeMachine(tmp), Settings: s, Lags: map[string]lagResult{}, LagsLow: map[string]lagResult{}}
 	if *only != "mirror" {
 		rep.Brokers = []brokerResult{
 			benchBroker("kmirror", func() *proc { return startKmirror(bin, "kmirror", filepath.Join(tmp, "b-kmirror")) }, s),
@@ -209,11 +228,19 @@ func benchMirror(bin, tmp string, s settings, withMM2 bool, rep *report) {
 	var backlogs []backlog
 	for _, c := range codecs {
 		backlogs = append(backlogs, backlog{"b16-" + c, c, 16, s.Backlog16}, backlog{"b1-" + c, c, 1, s.Backlog1})
-		for _, t := range []string{"lk-" + c, "lm-" + c} {
+		// Lag topics: kmirror (lk) and MirrorMaker 2 (lm) at half of the maximum, and at
+		// the low rate (lkl, lml).
+		for _, t := range []string{"lk-" + c, "lm-" + c, "lkl-" + c, "lml-" + c} {
 			createTopic(src.addr, t, 16)
 		}
 	}
-	for _, b := range backlogs {
+	// The tuned 1-partition backlog: a copy of b1-none for the second mirror.
+	tuned := backlog{"b1t-none", "none", 1, s.Backlog1}
+	produced := backlogs
+	if s.TunedProps != "" {
+		produced = append(produced[:len(produced):len(produced)], tuned)
+	}
+	for _, b := range produced {
 		createTopic(src.addr, b.topic, b.parts)
 		logf("mirror: backlog %s: %d records", b.topic, b.n)
 		produce(src.addr, b.topic, b.codec, b.n)
@@ -228,22 +255,41 @@ func benchMirror(bin, tmp string, s settings, withMM2 bool, rep *report) {
 		logf("mirror: destination produce rate %s", pt)
 		rep.MirrorRates = append(rep.MirrorRates, mirrorThroughput{Partitions: b.parts, Codec: b.codec, DestProduce: produce(dst.addr, pt, b.codec, s.BrokerRecords)})
 	}
-	mirrorsCLI(bin, dst.addr, "--create", "--mirror", "bench", "--mirror-config", mirrorConfigFile(tmp, src.addr, s.MirrorProps))
-	for i, b := range backlogs {
-		logf("mirror: kmirror catch-up %s", b.topic)
+	mirrorsCLI(bin, dst.addr, "--create", "--mirror", "bench", "--mirror-config", mirrorConfigFile(filepath.Join(tmp, "mirror.properties"), src.addr, s.MirrorProps))
+	catchUpRun := func(mirror string, b backlog) catchUp {
+		logf("mirror: kmirror catch-up %s (mirror %s)", b.topic, mirror)
 		t0 := time.Now()
 		stop := profile(dst, "kmirror-mirror-"+b.topic)
-		mirrorsCLI(bin, dst.addr, "--start", "--mirror", "bench", "--topics", b.topic)
+		mirrorsCLI(bin, dst.addr, "--start", "--mirror", mirror, "--topics", b.topic)
 		c := waitCaughtUp(dst, dst, b.topic, int64(b.n), t0, 10*time.Minute)
 		stop()
 		c.Engine, c.Topic, c.Partitions, c.Codec, c.BacklogRecs, c.SourceDiskMB = "kmirror", b.topic, b.parts, b.codec, b.n, diskMB(b.topic)
+		return c
+	}
+	for i, b := range backlogs {
+		c := catchUpRun("bench", b)
 		rep.MirrorRates[i].Mirror = c
 		if b.parts == 16 {
 			rep.CatchUps = append(rep.CatchUps, c)
 		}
 	}
-	// The lag runs go at half of the maximum rate: kmirror's 16-partition catch-up
-	// records/s of the same codec (or at -lag-rate); MirrorMaker 2 gets the same rate.
+	if s.TunedProps != "" {
+		// The same 1-partition backlog through a second mirror on the same destination
+		// that fetches up to 8 MiB per partition; compared with the same destination
+		// produce rate as the default 1-partition row.
+		mirrorsCLI(bin, dst.addr, "--create", "--mirror", "bench-tuned", "--mirror-config", mirrorConfigFile(filepath.Join(tmp, "mirror-tuned.properties"), src.addr, s.TunedProps))
+		c := catchUpRun("bench-tuned", tuned)
+		for i, mr := range rep.MirrorRates {
+			if mr.Partitions == 1 && mr.Codec == tuned.codec && mr.FetchMaxBytes == 0 {
+				t := mirrorThroughput{Partitions: 1, Codec: tuned.codec, Mirror: c, FetchMaxBytes: tunedFetchMaxBytes, DestProduce: mr.DestProduce}
+				rep.MirrorRates = append(rep.MirrorRates[:i+1], append([]mirrorThroughput{t}, rep.MirrorRates[i+1:]...)...)
+				break
+			}
+		}
+	}
+	// The lag runs: at the fixed low rate (-lag-rate-low) with its own producer clients,
+	// then at half of the maximum rate: kmirror's 16-partition catch-up records/s of the
+	// same codec (or at -lag-rate). MirrorMaker 2 gets the same rates.
 	lagD := time.Duration(s.LagSeconds) * time.Second
 	maxRate, lagRate := map[string]float64{}, map[string]int{}
 	for _, c := range codecs {
@@ -257,23 +303,41 @@ func benchMirror(bin, tmp string, s settings, withMM2 bool, rep *report) {
 			lagRate[c] = int(maxRate[c] / 2)
 		}
 	}
-	lagRun := func(engine, c, srcTopic, dstAddr, dstTopic string) {
-		if lagRate[c] <= 0 {
-			logf("mirror: %s steady-state lag %s skipped: no measured maximum rate", engine, c)
-			rep.Lags[engine+"/"+c] = lagResult{Error: "no measured maximum rate (kmirror's catch-up failed)"}
+	lagRun := func(engine, c, srcTopic, dstAddr, dstTopic string, low bool) {
+		rate, producers, into, what := lagRate[c], s.LagProducers, rep.Lags, "at half of the maximum"
+		if low {
+			rate, producers, into, what = s.LagRateLow, s.LagLowClients, rep.LagsLow, "at the low rate"
+		} else if s.LagRate > 0 {
+			what = "at -lag-rate"
+		}
+		if rate <= 0 {
+			logf("mirror: %s steady-state lag %s %s skipped: no measured maximum rate", engine, c, what)
+			into[engine+"/"+c] = lagResult{Error: "no measured maximum rate (kmirror's catch-up failed)"}
 			return
 		}
-		logf("mirror: %s steady-state lag %s at %d records/s (maximum %.0f records/s)", engine, c, lagRate[c], maxRate[c])
-		l := endToEnd(src.addr, srcTopic, dstAddr, dstTopic, c, lagRate[c], s.LagProducers, lagD, 3*time.Second)
-		l.MaxRate = maxRate[c]
-		logf("mirror: %s steady-state lag %s: achieved %.0f of %d records/s, p50 %.1f ms, p99 %.1f ms", engine, c, l.AchievedRate, l.TargetRate, l.P50Ms, l.P99Ms)
-		rep.Lags[engine+"/"+c] = l
+		logf("mirror: %s steady-state lag %s %s: %d records/s by %d producer client(s)", engine, c, what, rate, producers)
+		l := endToEnd(src.addr, srcTopic, dstAddr, dstTopic, c, rate, producers, lagD, 3*time.Second)
+		if !low {
+			l.MaxRate = maxRate[c]
+		}
+		logf("mirror: %s steady-state lag %s %s: achieved %.0f of %d records/s, p50 %.1f ms, p99 %.1f ms, drain %.2f s", engine, c, what, l.AchievedRate, l.TargetRate, l.P50Ms, l.P99Ms, l.DrainS)
+		into[engine+"/"+c] = l
+	}
+	// lagRuns runs the low-rate lag run (unless -lag-rate-low 0), then the one at half of
+	// the maximum; the topics are named <prefix>l-<codec> and <prefix>-<codec>.
+	lagRuns := func(engine, c, prefix, dstAddr, dstPrefix string) {
+		if s.LagRateLow > 0 {
+			lagRun(engine, c, prefix+"l-"+c, dstAddr, dstPrefix+prefix+"l-"+c, true)
+		}
+		lagRun(engine, c, prefix+"-"+c, dstAddr, dstPrefix+prefix+"-"+c, false)
 	}
 	for _, c := range codecs {
-		mirrorsCLI(bin, dst.addr, "--start", "--mirror", "bench", "--topics", "lk-"+c)
-		waitTopic(dst.addr, "lk-"+c)
+		for _, t := range []string{"lkl-" + c, "lk-" + c} {
+			mirrorsCLI(bin, dst.addr, "--start", "--mirror", "bench", "--topics", t)
+			waitTopic(dst.addr, t)
+		}
 		time.Sleep(time.Second) // the fetcher's first (empty) fetch is in flight
-		lagRun("kmirror", c, "lk-"+c, dst.addr, "lk-"+c)
+		lagRuns("kmirror", c, "lk", dst.addr, "")
 	}
 	for _, b := range backlogs {
 		logf("mirror: consume-and-re-produce pipeline %s", b.topic)
@@ -296,16 +360,29 @@ func benchMirror(bin, tmp string, s settings, withMM2 bool, rep *report) {
 	defer target.stop()
 	for _, c := range codecs {
 		logf("mirror: MirrorMaker 2 catch-up and steady-state lag %s", c)
-		mm := startMM2(filepath.Join(tmp, "mm2-"+c), mm2Properties(src.addr, target.addr, "b16-"+c+",lm-"+c, c))
+		mm := startMM2(filepath.Join(tmp, "mm2-"+c), mm2Properties(src.addr, target.addr, "b16-"+c+",lm-"+c+",lml-"+c, c))
 		cu := waitCaughtUp(target, mm, "src.b16-"+c, int64(s.Backlog16), mm.started, 10*time.Minute)
 		cu.Engine, cu.Topic, cu.Partitions, cu.Codec, cu.BacklogRecs, cu.SourceDiskMB = "MirrorMaker 2", "b16-"+c, 16, c, s.Backlog16, diskMB("b16-"+c)
 		rep.CatchUps = append(rep.CatchUps, cu)
 		if cu.Error == "" {
 			waitTopic(target.addr, "src.lm-"+c)
-			lagRun("MirrorMaker 2", c, "lm-"+c, target.addr, "src.lm-"+c)
+			waitTopic(target.addr, "src.lml-"+c)
+			lagRuns("MirrorMaker 2", c, "lm", target.addr, "src.")
 		}
 		mm.stop()
 	}
+}
+
+// withProp returns the comma-separated key=value pairs of props with key set to value
+// (any earlier value of key dropped).
+func withProp(props, key, value string) string {
+	var kept []string
+	for _, kv := range strings.Split(props, ",") {
+		if k, _, _ := strings.Cut(kv, "="); kv != "" && strings.TrimSpace(k) != key {
+			kept = append(kept, kv)
+		}
+	}
+	return strings.Join(append(kept, key+"="+value), ",")
 }
 
 // waitTopic waits until topic exists on addr with a leader for every partition.

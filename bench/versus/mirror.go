@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -157,10 +156,9 @@ func pipeline(src string, dst *proc, srcTopic, codec string, partitions, n int) 
 		CPUPerGB: cpu / gb, CPUPerGBTotal: (cpu + dst.cpu() - cpuD0) / gb}
 }
 
-// mirrorConfigFile writes the mirror's properties: bootstrap.servers plus the
+// mirrorConfigFile writes a mirror's properties to path: bootstrap.servers plus the
 // comma-separated key=value pairs of extra (kmirror's defaults otherwise).
-func mirrorConfigFile(dir, src, extra string) string {
-	p := filepath.Join(dir, "mirror.properties")
+func mirrorConfigFile(p, src, extra string) string {
 	props := "bootstrap.servers=" + src + "\n"
 	if extra != "" {
 		props += strings.ReplaceAll(extra, ",", "\n") + "\n"

@@ -52,6 +52,9 @@ func ratio(a, b float64) string {
 	return fmt.Sprintf("%.2f", a/b)
 }
 
+// mib renders a byte count as MiB ("8 MiB").
+func mib(n int) string { return fmt.Sprintf("%g MiB", float64(n)/(1<<20)) }
+
 func num(v float64) string {
 	switch {
 	case v < 0:
@@ -98,8 +101,16 @@ func renderMarkdown(r report) string {
 		if s.LagRate > 0 {
 			lagRate = fmt.Sprintf("a fixed %d records/s", s.LagRate)
 		}
-		fmt.Fprintf(&b, "Source: one Apache Kafka %s broker. Destination: a kmirror broker for each engine (MirrorMaker 2 target: %s). Backlog: %d records × %d B on 16 partitions (%.2f GB of values). Steady-state lag: records produced on the source at %s by %d paced producer clients for %.0f s, first 3 s left out, send time (in the value) → read by a consumer on the destination. “Achieved” is the produced rate (records / first send → last acknowledgement); where it is below the target the producers on this machine could not pace the target (with zstd they are bound by their own compression), were behind all along, and the lag includes the time records waited in their buffers. “Last ack → all read” is how long the destination consumer kept reading after production ended: about the lag when the mirror kept up; seconds when the mirror (or the consumer) fell behind during the run and the lag grew. CPU: utime+stime from /proc of the mirroring process (kmirror: the destination broker; MirrorMaker 2: its JVM), per GB of values, over the catch-up; “+ dest” adds the destination broker.\n\n",
-			s.KafkaVersion, s.MM2Target, s.Backlog16, s.RecordBytes, float64(s.Backlog16*s.RecordBytes)/1e9, lagRate, s.LagProducers, s.LagSeconds)
+		lowRun := ""
+		if s.LagRateLow > 0 {
+			clients := "1 producer client"
+			if s.LagLowClients != 1 {
+				clients = fmt.Sprintf("%d producer clients", s.LagLowClients)
+			}
+			lowRun = fmt.Sprintf("at a fixed %d records/s by %s, which the machine paces with room to spare, so that the lag is the mirror's own; then ", s.LagRateLow, clients)
+		}
+		fmt.Fprintf(&b, "Source: one Apache Kafka %s broker. Destination: a kmirror broker for each engine (MirrorMaker 2 target: %s). Backlog: %d records × %d B on 16 partitions (%.2f GB of values). Steady-state lag, two runs per codec and engine on 16-partition topics: records produced on the source %sat %s by %d paced producer clients; each run %.0f s, first 3 s left out, send time (in the value) → read by a consumer on the destination. “Achieved” is the produced rate (records / first send → last acknowledgement); where it is below the target the producers on this machine could not pace the target (with zstd they are bound by their own compression), were behind all along, and the lag includes the time records waited in their buffers. “Last ack → all read” is how long the destination consumer kept reading after production ended: about the lag when the mirror kept up; seconds when the mirror (or the consumer) fell behind during the run and the lag grew. CPU: utime+stime from /proc of the mirroring process (kmirror: the destination broker; MirrorMaker 2: its JVM), per GB of values, over the catch-up; “+ dest” adds the destination broker.\n\n",
+			s.KafkaVersion, s.MM2Target, s.Backlog16, s.RecordBytes, float64(s.Backlog16*s.RecordBytes)/1e9, lowRun, lagRate, s.LagProducers, s.LagSeconds)
 		fmt.Fprintf(&b, "| codec | metric | kmirror | MirrorMaker 2 | kmirror / MM2 |\n|---|---|---:|---:|---:|\n")
 		for _, c := range []string{"none", "zstd"} {
 			var k, mm catchUp
@@ -123,24 +134,36 @@ func renderMarkdown(r report) string {
 			row(fmt.Sprintf("catch-up s (first record → caught up) of the %s GB backlog", num(float64(s.Backlog16*s.RecordBytes)/1e9)), k.CatchUpS, mm.CatchUpS)
 			row("catch-up MB/s", k.MBps, mm.MBps)
 			row("catch-up records/s", k.RecPerS, mm.RecPerS)
-			kl, ml := r.Lags["kmirror/"+c], r.Lags["MirrorMaker 2/"+c]
-			target := "lag run: target records/s"
-			if s.LagRate <= 0 {
-				target += fmt.Sprintf(" (half of the measured maximum %s records/s)", num(kl.MaxRate))
-			}
-			row(target, float64(kl.TargetRate), float64(ml.TargetRate))
-			row("lag run: achieved produced records/s", kl.AchievedRate, ml.AchievedRate)
-			row("lag run: last ack on source → all read on destination s", kl.DrainS, ml.DrainS)
-			for _, e := range []struct {
-				engine string
-				l      lagResult
-			}{{"kmirror", kl}, {"MirrorMaker 2", ml}} {
-				if e.l.Error != "" {
-					fmt.Fprintf(&b, "| %s | %s lag run: %s | | | |\n", c, e.engine, e.l.Error)
+			lagErrors := func(set string, kl, ml lagResult) {
+				for _, e := range []struct {
+					engine string
+					l      lagResult
+				}{{"kmirror", kl}, {"MirrorMaker 2", ml}} {
+					if e.l.Error != "" {
+						fmt.Fprintf(&b, "| %s | %s: %s failed: %s | | | |\n", c, set, e.engine, e.l.Error)
+					}
 				}
 			}
-			row("steady-state lag p50 ms at the achieved rate", kl.P50Ms, ml.P50Ms)
-			row("steady-state lag p99 ms at the achieved rate", kl.P99Ms, ml.P99Ms)
+			if s.LagRateLow > 0 {
+				set := fmt.Sprintf("lag at %d records/s", s.LagRateLow)
+				kl, ml := r.LagsLow["kmirror/"+c], r.LagsLow["MirrorMaker 2/"+c]
+				lagErrors(set, kl, ml)
+				row(set+": achieved produced records/s", kl.AchievedRate, ml.AchievedRate)
+				row(set+": p50 ms", kl.P50Ms, ml.P50Ms)
+				row(set+": p99 ms", kl.P99Ms, ml.P99Ms)
+				row(set+": last ack on source → all read on destination s", kl.DrainS, ml.DrainS)
+			}
+			kl, ml := r.Lags["kmirror/"+c], r.Lags["MirrorMaker 2/"+c]
+			set, target := "lag at half the maximum (target/achieved)", fmt.Sprintf("target records/s (half of the measured maximum %s records/s)", num(kl.MaxRate))
+			if s.LagRate > 0 {
+				set, target = fmt.Sprintf("lag at %d records/s (-lag-rate; target/achieved)", s.LagRate), "target records/s"
+			}
+			lagErrors(set, kl, ml)
+			row(set+": "+target, float64(kl.TargetRate), float64(ml.TargetRate))
+			row(set+": achieved produced records/s", kl.AchievedRate, ml.AchievedRate)
+			row(set+": p50 ms at the achieved rate", kl.P50Ms, ml.P50Ms)
+			row(set+": p99 ms at the achieved rate", kl.P99Ms, ml.P99Ms)
+			row(set+": last ack on source → all read on destination s", kl.DrainS, ml.DrainS)
 			row("CPU s/GB, mirroring process", k.CPUPerGB, mm.CPUPerGB)
 			row("CPU s/GB, mirroring + dest broker", k.CPUPerGBTotal, mm.CPUPerGBTotal)
 		}
@@ -160,11 +183,25 @@ func renderMarkdown(r report) string {
 			if total > 0 {
 				cmp = ratio(mr.Mirror.CPUPerGB, total)
 			}
-			fmt.Fprintf(&b, "| %d | %s | %d (%s) | %s | %s | %s | %s | %s | %s | %s | %s |\n", mr.Partitions, mr.Codec, mr.Mirror.BacklogRecs, num(float64(mr.Mirror.BacklogRecs*s.RecordBytes)/1e9), num(mr.Mirror.SourceDiskMB),
+			parts := fmt.Sprint(mr.Partitions)
+			if mr.FetchMaxBytes > 0 {
+				parts += fmt.Sprintf(" (fetch.max.bytes=%s)", mib(mr.FetchMaxBytes))
+			}
+			fmt.Fprintf(&b, "| %s | %s | %d (%s) | %s | %s | %s | %s | %s | %s | %s | %s |\n", parts, mr.Codec, mr.Mirror.BacklogRecs, num(float64(mr.Mirror.BacklogRecs*s.RecordBytes)/1e9), num(mr.Mirror.SourceDiskMB),
 				num(mr.Mirror.MBps), num(mr.Mirror.RecPerS), num(mr.DestProduce.MBps), ratio(mr.Mirror.MBps, mr.DestProduce.MBps), num(mr.Mirror.CPUPerGB), pipe, cmp)
 		}
 		b.WriteString("\n")
-		b.WriteString("Notes: “dest produce” is franz-go producing the same records into the kmirror destination (same partitions and codec); with zstd it is bound by the client's own compression on this 2-core machine, so the zstd “mirror / produce” ratio overstates. The pipeline is a franz-go consumer on the source feeding a franz-go producer into the destination (same partition and codec), run as its own process; its CPU is read with getrusage, “+ dest” adds the destination broker's. It copies the same backlogs as the mirror (1 and 16 partitions).\n\n")
+		b.WriteString("Notes: “dest produce” is franz-go producing the same records into the kmirror destination (same partitions and codec); with zstd it is bound by the client's own compression on this 2-core machine, so the zstd “mirror / produce” ratio overstates. The pipeline is a franz-go consumer on the source feeding a franz-go producer into the destination (same partition and codec), run as its own process; its CPU is read with getrusage, “+ dest” adds the destination broker's. It copies the same backlogs as the mirror (1 and 16 partitions).")
+		for _, mr := range r.MirrorRates {
+			if mr.FetchMaxBytes > 0 {
+				codec := mr.Codec
+				if codec == "none" {
+					codec = "uncompressed"
+				}
+				fmt.Fprintf(&b, " The “1 (fetch.max.bytes=%s)” row is a second copy of the 1-partition %s backlog (same records, produced the same way) mirrored by a second mirror on the same destination whose per-partition fetch size (fetch.max.bytes) is %s instead of the default 1 MiB; its “dest produce” and pipeline figures are the default 1-partition row's.", mib(mr.FetchMaxBytes), codec, mib(mr.FetchMaxBytes))
+			}
+		}
+		b.WriteString("\n\n")
 	}
 	b.WriteString("The machine is shared (2 cores, other work may run at the same time), so figures vary between runs by up to about 2× for throughput; the ratios of one run are what to compare.\n")
 	return b.String()
