@@ -43,9 +43,10 @@ type Handler interface {
 	Handle(ctx context.Context, req *Request) kmsg.Response
 }
 
-// Releaser is implemented by a response that borrows pooled buffers (a Fetch
-// response's record batches): Release is called once the response is encoded. A
-// response that wraps a kmsg type may also have Unwrap() kmsg.Response for the
+// Releaser is implemented by a response that borrows pooled buffers or segment file
+// ranges (a Fetch response's record batches): Release is called once the response is
+// encoded, or for a PartsResponse once its parts are written (or writing them failed).
+// A response that wraps a kmsg type may also have Unwrap() kmsg.Response for the
 // encoder's size estimate.
 type Releaser interface {
 	Release()
