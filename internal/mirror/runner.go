@@ -347,9 +347,19 @@ func (r *mirrorRT) drive(p *partition, im *metadata.Image, mir *metadata.Mirror)
 	if t == nil || t.Mirror == nil || t.ID != p.topicID {
 		return 0
 	}
+	p.mu.Lock()
+	// Act on the newest desired state, read under mu: im is tick's snapshot, and an RPC
+	// (stop, pause) records the desired state before it changes the partition under mu.
+	// A stale "mirroring" would otherwise take a partition the RPC just STOPPED back to
+	// LOG_ALIGNMENT, whose truncation could drop what was written after the failover.
 	desired := t.Mirror.Desired
+	if cur := r.m.local.Metadata().Image().Topics[p.topic]; cur != nil && cur.Mirror != nil && cur.ID == p.topicID {
+		desired = cur.Mirror.Desired
+	}
 	if desired == metadata.DesiredStopped {
-		if p.state() != mirrorproto.StateStopped {
+		stopped := p.st.State == mirrorproto.StateStopped
+		p.mu.Unlock()
+		if !stopped {
 			if err := p.failover(mir.SourceClusterID); err != nil {
 				r.m.log.Error("mirror failover", "mirror", r.name, "partition", p.String(), "err", err)
 				return time.Second
@@ -357,7 +367,6 @@ func (r *mirrorRT) drive(p *partition, im *metadata.Image, mir *metadata.Mirror)
 		}
 		return 0
 	}
-	p.mu.Lock()
 	switch p.st.State {
 	case mirrorproto.StateStopping:
 		p.mu.Unlock()
