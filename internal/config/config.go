@@ -43,6 +43,8 @@ type Def struct {
 	Valid     []string // allowed values for enumerations (lower-case)
 	Min       float64  // inclusive lower bound for numbers (ignored when MinSet is false)
 	MinSet    bool
+	Max       float64 // inclusive upper bound for numbers (ignored when MaxSet is false)
+	MaxSet    bool
 	Sensitive bool
 }
 
@@ -68,6 +70,9 @@ func (d *Def) Validate(v string) error {
 		}
 		if d.MinSet && float64(n) < d.Min {
 			return bad(fmt.Sprintf("value must be at least %v", d.Min))
+		}
+		if d.MaxSet && float64(n) > d.Max {
+			return bad(fmt.Sprintf("value must be at most %v", d.Max))
 		}
 	case TypeDouble:
 		f, err := strconv.ParseFloat(v, 64)
@@ -124,6 +129,12 @@ func define(defs ...Def) Set {
 }
 
 func minimum(d Def, m float64) Def { d.Min, d.MinSet = m, true; return d }
+
+// between bounds d to [lo, hi] (Kafka's ConfigDef.Range.between).
+func between(d Def, lo, hi float64) Def {
+	d.Min, d.MinSet, d.Max, d.MaxSet = lo, true, hi, true
+	return d
+}
 
 // Values is a resolved configuration: explicitly set values over definitions' defaults.
 type Values struct {

@@ -52,14 +52,14 @@ var Broker = define(
 	Def{Name: "group.initial.rebalance.delay.ms", Type: TypeInt, Default: "3000", Unit: "ms", Doc: "Wait for more members before the first rebalance of an empty group."},
 	Def{Name: "group.min.session.timeout.ms", Type: TypeInt, Default: "6000", Unit: "ms", Doc: "Smallest session timeout a member may ask for."},
 	Def{Name: "group.max.session.timeout.ms", Type: TypeInt, Default: "1800000", Unit: "ms", Doc: "Largest session timeout a member may ask for."},
-	Def{Name: "mirror.state.topic.num.partitions", Type: TypeInt, Default: "50", Doc: "Partitions of __mirror_state (spec §4)."},
+	minimum(Def{Name: "mirror.state.topic.num.partitions", Type: TypeInt, Default: "50", Doc: "Partitions of __mirror_state (spec §4)."}, 1),
 	Def{Name: "mirror.state.topic.replication.factor", Type: TypeShort, Default: "3", Doc: "Replication factor of __mirror_state, capped at the live brokers."},
-	Def{Name: "mirror.num.replica.fetchers", Type: TypeInt, Default: "1", Doc: "Mirror fetchers per source broker per mirror."},
-	Def{Name: "mirror.metadata.refresh.interval.ms", Type: TypeLong, Default: "30000", Unit: "ms", Doc: "Period of the mirror metadata sync tasks (spec §9)."},
-	Def{Name: "mirror.failed.retry.initial.backoff.ms", Type: TypeLong, Default: "100", Unit: "ms", Doc: "First retry backoff of a FAILED mirror partition."},
-	Def{Name: "mirror.failed.retry.max.backoff.ms", Type: TypeLong, Default: "300000", Unit: "ms", Doc: "Largest retry backoff of a FAILED mirror partition."},
-	Def{Name: "mirror.failed.retry.max.attempts", Type: TypeInt, Default: "20", Doc: "Retries of a FAILED mirror partition; 0 disables retries."},
-	Def{Name: "mirror.replication.throttled.rate", Type: TypeLong, Default: maxI64, Unit: "bytes/s", Doc: "Cap on the mirror fetch traffic of this broker, for the partitions listed in their topic's mirror.replication.throttled.replicas (as Kafka's follower.replication.throttled.rate). Dynamic."},
+	minimum(Def{Name: "mirror.num.replica.fetchers", Type: TypeInt, Default: "1", Doc: "Mirror fetchers per source broker per mirror. Dynamic."}, 1),
+	between(Def{Name: "mirror.metadata.refresh.interval.ms", Type: TypeLong, Default: "30000", Unit: "ms", Doc: "Period of the mirror metadata sync tasks (spec §9). Dynamic."}, 1, 86400000),
+	between(Def{Name: "mirror.failed.retry.initial.backoff.ms", Type: TypeLong, Default: "100", Unit: "ms", Doc: "First retry backoff of a FAILED mirror partition. Dynamic."}, 1, 86400000),
+	between(Def{Name: "mirror.failed.retry.max.backoff.ms", Type: TypeLong, Default: "300000", Unit: "ms", Doc: "Largest retry backoff of a FAILED mirror partition. Dynamic."}, 1, 86400000),
+	minimum(Def{Name: "mirror.failed.retry.max.attempts", Type: TypeInt, Default: "20", Doc: "Retries of a FAILED mirror partition; 0 disables retries. Dynamic."}, 0),
+	minimum(Def{Name: "mirror.replication.throttled.rate", Type: TypeLong, Default: maxI64, Unit: "bytes/s", Doc: "Cap on the mirror fetch traffic of this broker, for the partitions listed in their topic's mirror.replication.throttled.replicas (as Kafka's follower.replication.throttled.rate). Dynamic."}, 1),
 )
 
 // Topic holds the topic-level definitions (Kafka's TopicConfig / LogConfig), each with

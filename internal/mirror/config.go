@@ -141,6 +141,12 @@ func (c BrokerConfig) withDefaults() BrokerConfig {
 	if c.StateTopicPartitions <= 0 {
 		c.StateTopicPartitions = d.StateTopicPartitions
 	}
+	// the config definitions cap these at a day; clamp anyway so that no value can
+	// overflow a time.Duration or the backoff doubling
+	const day = 86400000
+	c.RefreshIntervalMs = min(c.RefreshIntervalMs, day)
+	c.RetryMaxBackoffMs = min(c.RetryMaxBackoffMs, day)
+	c.RetryInitialBackoffMs = min(c.RetryInitialBackoffMs, c.RetryMaxBackoffMs)
 	return c
 }
 

@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"math/big"
@@ -22,6 +23,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -537,9 +539,9 @@ func TestTwoFetchersPerSourceBroker(t *testing.T) {
 // broker for the partitions listed in their topic's mirror.replication.throttled.replicas
 // (Kafka's KIP-73 semantics), and both follow dynamic changes made with kadm against the
 // real broker. A listed topic mirroring ~320 KiB at 128 KiB/s in 16 KiB fetches cannot
-// take less than the bytes beyond the first response divided by the rate (a lower bound,
-// not a deadline), and the throttle sleeps; an unlisted topic and a deleted rate never
-// make it sleep.
+// take less than the bytes beyond the one-second burst and the last response divided by
+// the rate (a lower bound, not a deadline), and its partition is held back; an unlisted
+// topic and a deleted rate never hold anything back.
 func TestThrottledRate(t *testing.T) {
 	c, src := newSecureKfake(t, []kfake.Opt{kfake.SeedTopics(1, "bulk", "free")})
 	produce := func(topic string) (total int64) {
@@ -567,7 +569,7 @@ func TestThrottledRate(t *testing.T) {
 	}
 	kb := startBroker(t)
 	e := kb.env()
-	e.createMirror("m1", c.ListenAddrs()[0], "fetch.max.bytes", "16384", "fetch.response.max.bytes", "16384")
+	e.createMirror("m1", c.ListenAddrs()[0], "fetch.max.bytes", "16384", "fetch.response.max.bytes", "16384", "fetch.wait.max.ms", "100")
 	e.startTopics("m1", "bulk", "free")
 	e.waitCaughtUp(src, "m1", "bulk")
 
@@ -591,20 +593,20 @@ func TestThrottledRate(t *testing.T) {
 	// an unlisted topic is not throttled
 	produce("free")
 	e.waitCaughtUp(src, "m1", "free")
-	if w := kb.m.throttle.waited.Load(); w != 0 {
-		t.Fatalf("the throttle slept %v for a topic without mirror.replication.throttled.replicas", time.Duration(w))
+	if w := kb.m.throttle.held.Load(); w != 0 {
+		t.Fatalf("the throttle held partitions back %v for a topic without mirror.replication.throttled.replicas", time.Duration(w))
 	}
 
 	total := produce("bulk")
 	begin := time.Now()
 	e.waitCaughtUp(src, "m1", "bulk")
 	took := time.Since(begin)
-	if least := time.Duration(float64(total-16384) / rate * float64(time.Second)); took < least {
+	if least := time.Duration(float64(total-rate-16384) / rate * float64(time.Second)); took < least {
 		t.Fatalf("mirrored %d bytes in %v at %d bytes/s: the throttle allows at least %v", total, took, rate, least)
 	}
-	slept := kb.m.throttle.waited.Load()
+	slept := kb.m.throttle.held.Load()
 	if slept == 0 {
-		t.Fatal("the throttle never slept for the listed topic")
+		t.Fatal("the throttle never held the listed topic back")
 	}
 	t.Logf("mirrored %d bytes in %v", total, took)
 
@@ -616,9 +618,12 @@ func TestThrottledRate(t *testing.T) {
 		return kb.m.config().ThrottledRate == 0
 	})
 	produce("bulk")
+	e.waitCaughtUp(src, "m1", "bulk") // also ends a round begun over the quota
+	slept = kb.m.throttle.held.Load()
+	produce("bulk")
 	e.waitCaughtUp(src, "m1", "bulk")
-	if w := kb.m.throttle.waited.Load(); w != slept {
-		t.Fatalf("the throttle slept %v more after the rate was deleted", time.Duration(w-slept))
+	if w := kb.m.throttle.held.Load(); w != slept {
+		t.Fatalf("the throttle held partitions back %v more after the rate was deleted", time.Duration(w-slept))
 	}
 	e.checkIdentity(src, "bulk", 1)
 	e.checkIdentity(src, "free", 1)
@@ -637,6 +642,20 @@ func TestDynamicReplicaFetchers(t *testing.T) {
 	e.waitCaughtUp(src, "m1", "orders")
 	fetchers := func() int { return int(kb.m.runner("m1").nFetchers.Load()) }
 	adm := kadm.NewClient(kb.client())
+	// out-of-range values are refused (INVALID_CONFIG) and change nothing
+	for name, v := range map[string]string{"mirror.num.replica.fetchers": "0",
+		"mirror.metadata.refresh.interval.ms": "10000000000000", "mirror.replication.throttled.rate": "0"} {
+		rs, err := adm.AlterBrokerConfigs(ctxT(t), []kadm.AlterConfig{{Name: name, Value: kmsg.StringPtr(v)}})
+		if err == nil && len(rs) > 0 {
+			err = rs[0].Err
+		}
+		if !errors.Is(err, kerr.InvalidConfig) {
+			t.Fatalf("%s=%s: got %v, want INVALID_CONFIG", name, v, err)
+		}
+	}
+	if c := kb.m.config(); c.NumReplicaFetchers != 1 || c.ThrottledRate != 0 {
+		t.Fatalf("refused values reached the manager: %+v", c)
+	}
 	for _, n := range []int{3, 1} {
 		if _, err := adm.AlterBrokerConfigs(ctxT(t), []kadm.AlterConfig{{Name: "mirror.num.replica.fetchers", Value: kmsg.StringPtr(fmt.Sprint(n))}}); err != nil {
 			t.Fatal(err)

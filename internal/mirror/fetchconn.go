@@ -37,15 +37,24 @@ type fetchConn struct {
 	corr    int32
 	wbuf    []byte
 	fetchV  int16     // Fetch version both sides speak
+	saslV   int16     // SaslAuthenticate version both sides speak
 	expires time.Time // SASL session end (KIP-368); zero: none
-	closed  bool
+	// throttleUntil: the source asked for no request before then (ThrottleTimeMs,
+	// KIP-219: a client waits out the throttle it is told about)
+	throttleUntil time.Time
+	closed        bool
 }
 
 // dialFetchConn connects to a source broker at addr (host:port), runs TLS and SASL as cfg
-// says, and negotiates the Fetch version through ApiVersions. Errors name the step that
-// failed.
+// says, and negotiates the Fetch version through ApiVersions, all within
+// request.timeout.ms. Errors name the step that failed.
 func dialFetchConn(ctx context.Context, cfg *mirrorConfig, addr, clientID string) (*fetchConn, error) {
-	d := net.Dialer{Timeout: cfg.requestTimeout}
+	if cfg.requestTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, cfg.requestTimeout)
+		defer cancel()
+	}
+	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
@@ -87,11 +96,16 @@ func (c *fetchConn) handshake(ctx context.Context, cfg *mirrorConfig) error {
 	if err := kerr.ErrorForCode(avResp.ErrorCode); err != nil {
 		return fmt.Errorf("ApiVersions: %w", err)
 	}
-	ours, _ := kversion.Stable().LookupMaxKeyVersion(kmsg.Fetch.Int16())
-	c.fetchV = -1
+	stable := kversion.Stable()
+	ours, _ := stable.LookupMaxKeyVersion(kmsg.Fetch.Int16())
+	oursSASL, _ := stable.LookupMaxKeyVersion(kmsg.SASLAuthenticate.Int16())
+	c.fetchV, c.saslV = -1, -1
 	for _, k := range avResp.ApiKeys {
-		if k.ApiKey == kmsg.Fetch.Int16() {
+		switch k.ApiKey {
+		case kmsg.Fetch.Int16():
 			c.fetchV = min(k.MaxVersion, ours)
+		case kmsg.SASLAuthenticate.Int16():
+			c.saslV = min(k.MaxVersion, oursSASL, 1) // v2 only adds flexible encoding
 		}
 	}
 	if c.fetchV < 4 {
@@ -100,6 +114,9 @@ func (c *fetchConn) handshake(ctx context.Context, cfg *mirrorConfig) error {
 	mech := cfg.mechanism()
 	if mech == nil {
 		return nil
+	}
+	if c.saslV < 0 {
+		return errors.New("the source broker does not serve SaslAuthenticate (Kafka 1.0 or later is needed for SASL)")
 	}
 	hs := kmsg.NewPtrSASLHandshakeRequest()
 	hs.Version = 1
@@ -119,7 +136,7 @@ func (c *fetchConn) handshake(ctx context.Context, cfg *mirrorConfig) error {
 	var lifetime int64
 	for done := false; !done || len(out) > 0; {
 		req := kmsg.NewPtrSASLAuthenticateRequest()
-		req.Version = 1
+		req.Version = c.saslV
 		req.SASLAuthBytes = out
 		resp := kmsg.NewPtrSASLAuthenticateResponse()
 		if _, err := c.roundTrip(ctx, req, resp, nil, timeout); err != nil {
@@ -195,6 +212,13 @@ func (c *fetchConn) roundTrip(ctx context.Context, req kmsg.Request, resp kmsg.R
 }
 
 func (c *fetchConn) exchange(ctx context.Context, req kmsg.Request, resp kmsg.Response, buf []byte, timeout time.Duration) ([]byte, error) {
+	if d := time.Until(c.throttleUntil); d > 0 {
+		select {
+		case <-ctx.Done():
+			return buf, ctx.Err()
+		case <-time.After(d):
+		}
+	}
 	if timeout > 0 {
 		if err := c.conn.SetDeadline(time.Now().Add(timeout)); err != nil {
 			return buf, err
@@ -235,6 +259,11 @@ func (c *fetchConn) exchange(ctx context.Context, req kmsg.Request, resp kmsg.Re
 	resp.SetVersion(req.GetVersion())
 	if err := resp.ReadFrom(r.Src); err != nil {
 		return buf, fmt.Errorf("decode %s v%d response: %w", kmsg.NameForKey(req.Key()), req.GetVersion(), err)
+	}
+	if tr, ok := resp.(kmsg.ThrottleResponse); ok {
+		if ms, after := tr.Throttle(); ms > 0 && after { // before KIP-219 the broker delayed the response itself
+			c.throttleUntil = time.Now().Add(time.Duration(ms) * time.Millisecond)
+		}
 	}
 	return buf, nil
 }

@@ -97,8 +97,23 @@ func (f *fetcher) run(ctx context.Context) {
 			}
 			continue
 		}
+		ps, held := f.r.m.throttle.admit(ps)
+		if len(ps) == 0 { // only throttled partitions, over the quota: wait for it
+			pre = nil
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(held):
+			}
+			f.r.m.throttle.held.Add(int64(held))
+			continue
+		}
+		start := time.Now()
 		var ok bool
 		ok, pre = f.fetchOnce(ctx, ps, pre)
+		if held > 0 {
+			f.r.m.throttle.held.Add(int64(time.Since(start)))
+		}
 		if !ok {
 			pre = nil
 			select {
@@ -122,7 +137,7 @@ func (f *fetcher) fetchOnce(ctx context.Context, ps []*partition, pre *prefetch)
 	var resp *kmsg.FetchResponse
 	var offsets map[fetchKey]int64
 	if pre.valid(src, ps) {
-		resp, offsets = pre.wait(ctx)
+		resp, offsets = pre.wait(ctx, f)
 		if ctx.Err() != nil {
 			return true, nil
 		}
@@ -172,16 +187,20 @@ func (f *fetcher) fetchOnce(ctx context.Context, ps []*partition, pre *prefetch)
 		f.r.requestMeta()
 		return false, nil
 	}
-	next := f.startPrefetch(ctx, cfg, src, ps, resp, reqPos)
 	byID := map[metadata.TopicID]string{}
+	parts := map[fetchKey]*partition{}
+	anyThrottled := false
 	for _, p := range ps {
 		byID[p.topicID] = p.topic
-	}
-	parts := map[fetchKey]*partition{}
-	for _, p := range ps {
 		parts[fetchKey{p.topic, p.index}] = p
+		anyThrottled = anyThrottled || p.throttled.Load()
 	}
-	total, throttled := 0, 0
+	var next *prefetch
+	if !anyThrottled || !f.r.m.throttle.record(throttledBytes(resp, byID, parts)) {
+		// over the quota the next round leaves the throttled partitions out: no prefetch
+		next = f.startPrefetch(ctx, cfg, src, ps, resp, reqPos)
+	}
+	total := 0
 	ok := true
 	for i := range resp.Topics {
 		rt := &resp.Topics[i]
@@ -197,9 +216,6 @@ func (f *fetcher) fetchOnce(ctx context.Context, ps []*partition, pre *prefetch)
 				continue
 			}
 			total += len(rp.RecordBatches)
-			if p.throttled.Load() {
-				throttled += len(rp.RecordBatches)
-			}
 			if rp.ErrorCode != 0 {
 				f.r.fetchErrors.Add(1)
 			}
@@ -216,7 +232,6 @@ func (f *fetcher) fetchOnce(ctx context.Context, ps []*partition, pre *prefetch)
 			}
 		}
 	}
-	f.r.m.throttle.wait(ctx, throttled)
 	if !ok || !next.valid(src, ps) {
 		next = nil // unusual: drop the prefetch, the next round fetches sequentially
 	}
@@ -288,41 +303,99 @@ func (p *partition) raiseNeeded() bool {
 	return p.raiseTo != 0
 }
 
-// throttle caps mirror fetch traffic per broker (mirror.replication.throttled.rate,
-// bytes/s; 0 = unlimited) by sleeping after each response in proportion to the bytes of
-// its throttled partitions, like Kafka's ReplicationQuotaManager for follower
-// replication (KIP-73: the rate applies to the replicas the topic's throttled.replicas
-// config lists). The rate follows dynamic broker config changes.
-type throttle struct {
-	rate   atomic.Int64
-	waited atomic.Int64 // ns slept, for kmirror_mirror_throttle_seconds_total
-	mu     sync.Mutex
-	next   time.Time
+// throttledBytes sums the record bytes of resp's throttled partitions.
+func throttledBytes(resp *kmsg.FetchResponse, byID map[metadata.TopicID]string, parts map[fetchKey]*partition) int {
+	n := 0
+	for i := range resp.Topics {
+		rt := &resp.Topics[i]
+		name := rt.Topic
+		if id, found := byID[rt.TopicID]; found && rt.TopicID != (metadata.TopicID{}) {
+			name = id
+		}
+		for j := range rt.Partitions {
+			if p := parts[fetchKey{name, rt.Partitions[j].Partition}]; p != nil && p.throttled.Load() {
+				n += len(rt.Partitions[j].RecordBatches)
+			}
+		}
+	}
+	return n
 }
 
-func (t *throttle) setRate(r int64) { t.rate.Store(max(r, 0)) }
+// throttle is the broker's mirror replication quota (mirror.replication.throttled.rate,
+// bytes/s; 0 = unlimited), Kafka's ReplicationQuotaManager for follower replication
+// (KIP-73) as a token bucket: the fetched bytes of throttled partitions (their topic's
+// mirror.replication.throttled.replicas lists them) take tokens, which refill at the rate
+// up to one second's worth. While the bucket is empty the fetchers leave the throttled
+// partitions out of their Fetch requests and go on with the others, as Kafka's replica
+// fetcher does; a fetcher with only throttled partitions waits for the refill. A rate
+// change (dynamic broker config) starts a full bucket at once.
+type throttle struct {
+	mu     sync.Mutex
+	rate   int64
+	tokens float64   // bytes; negative: debt
+	at     time.Time // last refill
+	// held counts the time (ns) throttled partitions were left out or waited for, for
+	// kmirror_mirror_throttle_seconds_total
+	held atomic.Int64
+}
 
-func (t *throttle) wait(ctx context.Context, n int) {
-	rate := t.rate.Load()
-	if rate <= 0 || n <= 0 {
-		return
-	}
+// maxThrottleWait bounds one wait so that a rate change is seen soon.
+const maxThrottleWait = 100 * time.Millisecond
+
+func (t *throttle) setRate(r int64) {
 	t.mu.Lock()
-	now := time.Now()
-	if t.next.Before(now) {
-		t.next = now
+	defer t.mu.Unlock()
+	if r = max(r, 0); r != t.rate {
+		t.rate, t.tokens, t.at = r, float64(r), time.Now()
 	}
-	t.next = t.next.Add(time.Duration(float64(n) / float64(rate) * float64(time.Second)))
-	d := t.next.Sub(now)
+}
+
+// refill adds the tokens earned since the last refill. mu held.
+func (t *throttle) refill(now time.Time) {
+	t.tokens = min(float64(t.rate), t.tokens+now.Sub(t.at).Seconds()*float64(t.rate))
+	t.at = now
+}
+
+// admit returns the partitions of ps a Fetch may include now: all of them under the
+// quota, only the unthrottled ones over it. held > 0 says throttled partitions were left
+// out; when none is left it is how long to wait (at most maxThrottleWait).
+func (t *throttle) admit(ps []*partition) (open []*partition, held time.Duration) {
+	t.mu.Lock()
+	over := t.rate > 0
+	if over {
+		t.refill(time.Now())
+		over = t.tokens <= 0
+		if over {
+			held = time.Duration(-t.tokens/float64(t.rate)*float64(time.Second)) + time.Millisecond
+		}
+	}
 	t.mu.Unlock()
-	if d <= 0 {
-		return
+	if !over {
+		return ps, 0
 	}
-	t.waited.Add(int64(d))
-	select {
-	case <-ctx.Done():
-	case <-time.After(d):
+	open = make([]*partition, 0, len(ps))
+	for _, p := range ps {
+		if !p.throttled.Load() {
+			open = append(open, p)
+		}
 	}
+	if len(open) == len(ps) {
+		return ps, 0
+	}
+	return open, min(held, maxThrottleWait)
+}
+
+// record takes n fetched bytes of throttled partitions from the bucket and reports
+// whether the quota is now exceeded.
+func (t *throttle) record(n int) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.rate <= 0 {
+		return false
+	}
+	t.refill(time.Now())
+	t.tokens -= float64(n)
+	return t.tokens <= 0
 }
 
 // isThrottledReplica reads a mirror.replication.throttled.replicas value as Kafka reads

@@ -320,10 +320,11 @@ type FetchStat struct {
 	Requests, Errors int64
 }
 
-// ThrottleSeconds is the time the mirror fetchers of this broker slept to keep under
-// mirror.replication.throttled.rate since the broker started, in seconds.
+// ThrottleSeconds is the time, in seconds since the broker started, that the mirror
+// fetchers of this broker left throttled partitions out of their Fetch requests or
+// waited for the quota (mirror.replication.throttled.rate).
 func (m *Manager) ThrottleSeconds() float64 {
-	return time.Duration(m.throttle.waited.Load()).Seconds()
+	return time.Duration(m.throttle.held.Load()).Seconds()
 }
 
 // FetchStats returns the Fetch counters of every mirror running on this broker, sorted

@@ -148,8 +148,8 @@ func (f *fetcher) startPrefetch(ctx context.Context, cfg *mirrorConfig, src *sou
 		}
 	}
 	req, noIDs, offsets, used := f.buildFetch(cfg, ps, pos)
-	if req == nil || len(used) != len(ps) || f.conn == nil || f.connSrc != src {
-		return nil
+	if req == nil || len(used) != len(ps) || f.conn == nil || f.connSrc != src || !f.conn.usable() {
+		return nil // a broken or expiring connection is replaced by the next sequential fetch
 	}
 	pf := &prefetch{src: src, pos: used, offsets: offsets, done: make(chan struct{}), resp: kmsg.NewPtrFetchResponse()}
 	conn, buf := f.conn, f.getBuf()
@@ -211,15 +211,19 @@ func (p *partition) atPos(want fetchPos) bool {
 	return l.LogEndOffset() == want.offset && p.lastFetchedEpoch(l) == want.epoch
 }
 
-// wait returns the prefetched response, or nil when the request failed (the caller
-// fetches again sequentially and reports the error then) or ctx ended.
-func (pf *prefetch) wait(ctx context.Context) (*kmsg.FetchResponse, map[fetchKey]int64) {
+// wait returns the prefetched response, or nil when the request failed (counted and
+// logged here; the caller fetches again sequentially, on a new connection) or ctx ended.
+func (pf *prefetch) wait(ctx context.Context, f *fetcher) (*kmsg.FetchResponse, map[fetchKey]int64) {
 	select {
 	case <-ctx.Done():
 		return nil, nil
 	case <-pf.done:
 	}
 	if pf.err != nil {
+		if ctx.Err() == nil {
+			f.r.fetchErrors.Add(1)
+			f.r.m.log.Warn("mirror prefetch failed; fetching again", "mirror", f.r.name, "sourceBroker", f.key.broker, "err", pf.err)
+		}
 		return nil, nil
 	}
 	return pf.resp, pf.offsets

@@ -224,6 +224,7 @@ func (r *mirrorRT) connect(mir *metadata.Mirror) error {
 			f.stop()
 			delete(r.fetchers, k)
 		}
+		r.nFetchers.Store(0)
 		src, err := newSource(r.name, cfg)
 		if err != nil {
 			return err

@@ -67,7 +67,9 @@ func (r *mirrorRT) syncTopics(ctx context.Context, mir *metadata.Mirror, src *so
 					r.m.log.Info("mirror: started discovered topic", "mirror", r.name, "topic", name)
 				}
 			}
-			r.m.reconcile()
+			// no reconcile here: the topic records just applied trigger it through the
+			// metadata subscription, and calling it from syncLoop could make it stop this
+			// very runner (mirror deleted meanwhile) and wait for syncLoop forever
 		}
 	}
 	if len(errs) > 0 {
