@@ -187,51 +187,32 @@ func (f *fetcher) fetchOnce(ctx context.Context, ps []*partition, pre *prefetch)
 		f.r.requestMeta()
 		return false, nil
 	}
-	byID := map[metadata.TopicID]string{}
-	parts := map[fetchKey]*partition{}
-	anyThrottled := false
-	for _, p := range ps {
-		byID[p.topicID] = p.topic
-		parts[fetchKey{p.topic, p.index}] = p
-		anyThrottled = anyThrottled || p.throttled.Load()
-	}
+	idx := newFetchIndex(ps)
 	var next *prefetch
-	if !anyThrottled || !f.r.m.throttle.record(throttledBytes(resp, byID, parts)) {
+	if !idx.anyThrottled || !f.r.m.throttle.record(idx.throttledBytes(resp)) {
 		// over the quota the next round leaves the throttled partitions out: no prefetch
-		next = f.startPrefetch(ctx, cfg, src, ps, resp, reqPos)
+		next = f.startPrefetch(ctx, cfg, src, ps, idx, resp, reqPos)
 	}
 	total := 0
 	ok := true
-	for i := range resp.Topics {
-		rt := &resp.Topics[i]
-		name := rt.Topic
-		if n, found := byID[rt.TopicID]; found && rt.TopicID != (metadata.TopicID{}) {
-			name = n
+	idx.each(resp, func(p *partition, k fetchKey, rp *kmsg.FetchResponseTopicPartition) bool {
+		total += len(rp.RecordBatches)
+		if rp.ErrorCode != 0 {
+			f.r.fetchErrors.Add(1)
 		}
-		for j := range rt.Partitions {
-			rp := &rt.Partitions[j]
-			k := fetchKey{name, rp.Partition}
-			p := parts[k]
-			if p == nil {
-				continue
-			}
-			total += len(rp.RecordBatches)
-			if rp.ErrorCode != 0 {
-				f.r.fetchErrors.Add(1)
-			}
-			fr := fetchResult{fetchOffset: offsets[k], resp: rp, sourceStart: -1, sourceEnd: -1}
-			if rp.ErrorCode == kerr.OffsetOutOfRange.Code {
-				fr.sourceStart, fr.sourceEnd = f.sourceRange(ctx, src, p)
-			}
-			if p.applyFetch(fr) {
-				f.r.requestMeta()
-				ok = false
-			}
-			if p.raiseNeeded() {
-				f.r.kick()
-			}
+		fr := fetchResult{fetchOffset: offsets[k], resp: rp, sourceStart: -1, sourceEnd: -1}
+		if rp.ErrorCode == kerr.OffsetOutOfRange.Code {
+			fr.sourceStart, fr.sourceEnd = f.sourceRange(ctx, src, p)
 		}
-	}
+		if p.applyFetch(fr) {
+			f.r.requestMeta()
+			ok = false
+		}
+		if p.raiseNeeded() {
+			f.r.kick()
+		}
+		return true
+	})
 	if !ok || !next.valid(src, ps) {
 		next = nil // unusual: drop the prefetch, the next round fetches sequentially
 	}
@@ -303,21 +284,53 @@ func (p *partition) raiseNeeded() bool {
 	return p.raiseTo != 0
 }
 
-// throttledBytes sums the record bytes of resp's throttled partitions.
-func throttledBytes(resp *kmsg.FetchResponse, byID map[metadata.TopicID]string, parts map[fetchKey]*partition) int {
-	n := 0
+// fetchIndex finds a fetch's partitions in its response, by topic ID (Fetch v13+) or by
+// name.
+type fetchIndex struct {
+	byID         map[metadata.TopicID]string
+	parts        map[fetchKey]*partition
+	anyThrottled bool
+}
+
+func newFetchIndex(ps []*partition) fetchIndex {
+	x := fetchIndex{byID: make(map[metadata.TopicID]string, len(ps)), parts: make(map[fetchKey]*partition, len(ps))}
+	for _, p := range ps {
+		x.byID[p.topicID] = p.topic
+		x.parts[fetchKey{p.topic, p.index}] = p
+		x.anyThrottled = x.anyThrottled || p.throttled.Load()
+	}
+	return x
+}
+
+// each calls fn for every partition of resp that is one of the fetch's, in response
+// order, until fn returns false; it reports whether it went through all of them.
+func (x fetchIndex) each(resp *kmsg.FetchResponse, fn func(p *partition, k fetchKey, rp *kmsg.FetchResponseTopicPartition) bool) bool {
 	for i := range resp.Topics {
 		rt := &resp.Topics[i]
 		name := rt.Topic
-		if id, found := byID[rt.TopicID]; found && rt.TopicID != (metadata.TopicID{}) {
-			name = id
+		if n, found := x.byID[rt.TopicID]; found && rt.TopicID != (metadata.TopicID{}) {
+			name = n
 		}
 		for j := range rt.Partitions {
-			if p := parts[fetchKey{name, rt.Partitions[j].Partition}]; p != nil && p.throttled.Load() {
-				n += len(rt.Partitions[j].RecordBatches)
+			rp := &rt.Partitions[j]
+			k := fetchKey{name, rp.Partition}
+			if p := x.parts[k]; p != nil && !fn(p, k, rp) {
+				return false
 			}
 		}
 	}
+	return true
+}
+
+// throttledBytes sums the record bytes of resp's throttled partitions.
+func (x fetchIndex) throttledBytes(resp *kmsg.FetchResponse) int {
+	n := 0
+	x.each(resp, func(p *partition, _ fetchKey, rp *kmsg.FetchResponseTopicPartition) bool {
+		if p.throttled.Load() {
+			n += len(rp.RecordBatches)
+		}
+		return true
+	})
 	return n
 }
 

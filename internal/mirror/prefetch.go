@@ -99,16 +99,10 @@ func (f *fetcher) buildFetch(cfg *mirrorConfig, ps []*partition, pos map[*partit
 // startPrefetch predicts every partition's position after resp is appended (from the
 // last whole batch, without decoding or CRC) and sends the next Fetch in the
 // background; nil when anything in resp is unusual.
-func (f *fetcher) startPrefetch(ctx context.Context, cfg *mirrorConfig, src *source, ps []*partition,
+func (f *fetcher) startPrefetch(ctx context.Context, cfg *mirrorConfig, src *source, ps []*partition, idx fetchIndex,
 	resp *kmsg.FetchResponse, reqPos map[*partition]fetchPos) *prefetch {
 	if resp.ErrorCode != 0 || len(reqPos) != len(ps) {
 		return nil
-	}
-	byID := map[metadata.TopicID]string{}
-	parts := map[fetchKey]*partition{}
-	for _, p := range ps {
-		byID[p.topicID] = p.topic
-		parts[fetchKey{p.topic, p.index}] = p
 	}
 	total := 0
 	for i := range resp.Topics {
@@ -123,29 +117,18 @@ func (f *fetcher) startPrefetch(ctx context.Context, cfg *mirrorConfig, src *sou
 	for p, fp := range reqPos {
 		pos[p] = fp
 	}
-	for i := range resp.Topics {
-		rt := &resp.Topics[i]
-		name := rt.Topic
-		if n, found := byID[rt.TopicID]; found && rt.TopicID != (metadata.TopicID{}) {
-			name = n
+	usual := idx.each(resp, func(p *partition, _ fetchKey, rp *kmsg.FetchResponseTopicPartition) bool {
+		fp := reqPos[p]
+		if rp.ErrorCode != 0 || (rp.DivergingEpoch.Epoch >= 0 && rp.DivergingEpoch.EndOffset >= 0) ||
+			rp.LogStartOffset > fp.offset {
+			return false
 		}
-		for j := range rt.Partitions {
-			rp := &rt.Partitions[j]
-			p := parts[fetchKey{name, rp.Partition}]
-			if p == nil {
-				continue
-			}
-			fp := reqPos[p]
-			if rp.ErrorCode != 0 || (rp.DivergingEpoch.Epoch >= 0 && rp.DivergingEpoch.EndOffset >= 0) ||
-				rp.LogStartOffset > fp.offset {
-				return nil
-			}
-			next, ok := predictNext(rp.RecordBatches, fp)
-			if !ok {
-				return nil
-			}
-			pos[p] = next
-		}
+		next, ok := predictNext(rp.RecordBatches, fp)
+		pos[p] = next
+		return ok
+	})
+	if !usual {
+		return nil
 	}
 	req, noIDs, offsets, used := f.buildFetch(cfg, ps, pos)
 	if req == nil || len(used) != len(ps) || f.conn == nil || f.connSrc != src || !f.conn.usable() {
