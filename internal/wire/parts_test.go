@@ -81,6 +81,24 @@ func testParts(f *os.File, data []byte) ([]Part, []byte) {
 	return parts, want
 }
 
+// servePartsHandler serves h on a loopback listener until the test ends and returns a
+// connection to it.
+func servePartsHandler(t *testing.T, h *partsHandler) net.Conn {
+	t.Helper()
+	s := &Server{Versions: DefaultVersions(), MaxRequestBytes: 1 << 20, NewRequest: kmsg.RequestForKey, Handler: h}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(ln)
+	t.Cleanup(func() { s.Shutdown(context.Background()) })
+	nc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc
+}
+
 // TestPartsResponseOverTCP: responses made of parts are framed and written in order
 // over TCP (sendfile on Linux), pipelined with ordinary ones; the file's shared offset
 // is not used; each response is released after it is written.
@@ -88,17 +106,7 @@ func TestPartsResponseOverTCP(t *testing.T) {
 	f, data := tempFile(t, 6<<20)
 	parts, want := testParts(f, data)
 	h := &partsHandler{parts: func() []Part { return parts }, resps: make(chan *partsResp, 4)}
-	s := &Server{Versions: DefaultVersions(), MaxRequestBytes: 1 << 20, NewRequest: kmsg.RequestForKey, Handler: h}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln)
-	defer s.Shutdown(context.Background())
-	nc, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc := servePartsHandler(t, h)
 	defer nc.Close()
 	id := "parts"
 	md8 := kmsg.NewPtrMetadataRequest()
@@ -166,17 +174,7 @@ func TestPartsResponseReleasedOnClose(t *testing.T) {
 	f, data := tempFile(t, 32<<20)
 	parts := []Part{{Bytes: []byte("x")}, {File: f, Pos: 0, Len: int64(len(data))}}
 	h := &partsHandler{parts: func() []Part { return parts }, resps: make(chan *partsResp, 1)}
-	s := &Server{Versions: DefaultVersions(), MaxRequestBytes: 1 << 20, NewRequest: kmsg.RequestForKey, Handler: h}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln)
-	defer s.Shutdown(context.Background())
-	nc, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc := servePartsHandler(t, h)
 	id := "gone"
 	md := kmsg.NewPtrMetadataRequest()
 	md.SetVersion(8)
