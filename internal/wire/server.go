@@ -208,7 +208,12 @@ func (c *conn) run() {
 				s.Logger.Info("closing connection: bad request size", "remote", c.nc.RemoteAddr(), "size", size, "socket.request.max.bytes", s.MaxRequestBytes)
 				return
 			}
-			buf := make([]byte, size)
+			var buf []byte
+			if size >= pooledFrameBytes {
+				buf = getBuf(int(size))[:size] // fully overwritten: no zeroing needed
+			} else {
+				buf = make([]byte, size)
+			}
 			if _, err := io.ReadFull(r, buf); err != nil {
 				return
 			}
@@ -223,7 +228,14 @@ func (c *conn) run() {
 	// multi-MiB Fetch responses are not copied through it.
 	w := bufio.NewWriterSize(c.nc, 64*1024)
 	for f := range frames {
+		key := int16(binary.BigEndian.Uint16(f.buf))
 		out, err := c.serve(ctx, f.buf)
+		if key == produceKey {
+			// the records are in the log and the response is encoded: nothing refers
+			// to the frame any more. Other requests may leave slices of it in state
+			// (group metadata, configs), so only Produce frames are reused.
+			putBuf(f.buf)
+		}
 		if err != nil {
 			s.Logger.Info("closing connection", "remote", c.nc.RemoteAddr(), "reason", err)
 			return
@@ -353,6 +365,13 @@ func (c *conn) apiVersions(h Header, rest []byte) ([]byte, error) {
 // would copy it several times over.
 var bufPool sync.Pool
 
+// produceKey is the API key of Produce, whose request frames are reused.
+const produceKey = 0
+
+// pooledFrameBytes is the smallest request frame read into a pooled buffer (bytes);
+// smaller ones are allocated, so that they do not take large buffers from the pool.
+const pooledFrameBytes = 64 * 1024
+
 // getBuf returns an empty buffer with capacity of at least n bytes.
 func getBuf(n int) []byte {
 	if p, ok := bufPool.Get().(*[]byte); ok && cap(*p) >= n {
@@ -361,9 +380,10 @@ func getBuf(n int) []byte {
 	return make([]byte, 0, n)
 }
 
-// putBuf returns a written response buffer to the pool; small ones are dropped.
+// putBuf returns a written response buffer, or a served Produce frame, to the pool; small
+// ones are dropped.
 func putBuf(b []byte) {
-	if cap(b) < 64*1024 {
+	if cap(b) < pooledFrameBytes {
 		return
 	}
 	bufPool.Put(&b)
