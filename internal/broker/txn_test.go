@@ -388,25 +388,8 @@ func TestTxnMirrorTopicReadOnly(t *testing.T) {
 	dst := startTxnBroker(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	dst.MirrorFrom(ctx, "m1", src.Addr(), "mt")
 	adm := dst.Client(kgo.MaxVersions(mirrorproto.ClientVersions()))
-	cr, err := adm.Request(ctx, &mirrorproto.CreateClusterMirrorRequest{MirrorName: "m1",
-		Config: []mirrorproto.CreateClusterMirrorRequestConfig{{Name: "bootstrap.servers", Value: src.Addr()}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r := cr.(*mirrorproto.CreateClusterMirrorResponse); r.ErrorCode != 0 {
-		t.Fatal(mirrorproto.ErrorFor(r.ErrorCode, r.ErrorMessage))
-	}
-	sreq := mirrorproto.NewStartMirrorTopicsRequest()
-	sreq.MirrorName = "m1"
-	sreq.Topics = []mirrorproto.StartMirrorTopicsRequestTopic{{TopicName: "mt"}}
-	sr, err := adm.Request(ctx, sreq)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r := sr.(*mirrorproto.StartMirrorTopicsResponse); r.ErrorCode != 0 {
-		t.Fatal(mirrorproto.ErrorFor(r.ErrorCode, r.ErrorMessage))
-	}
 	// The mirror topic exists on the destination once its first record is mirrored.
 	if got := readAll(t, src, "mt", false); !equal(got, []string{"from-source"}) {
 		t.Fatalf("source: %v", got)

@@ -16,6 +16,7 @@ import (
 	"github.com/kmirror/kmirror/internal/broker"
 	"github.com/kmirror/kmirror/internal/config"
 	"github.com/kmirror/kmirror/internal/mirror"
+	"github.com/kmirror/kmirror/internal/mirrorproto"
 )
 
 // Broker is a running test broker.
@@ -88,6 +89,40 @@ func (b *Broker) Restart() {
 	b.t.Helper()
 	b.Stop()
 	b.start()
+}
+
+// MirrorFrom creates the cluster mirror name on b with bootstrap.servers=source and
+// starts topics in it, over the wire (CreateClusterMirror, StartMirrorTopics); any error
+// fails the test.
+func (b *Broker) MirrorFrom(ctx context.Context, name, source string, topics ...string) {
+	b.t.Helper()
+	adm := b.Client(kgo.MaxVersions(mirrorproto.ClientVersions()))
+	cr, err := adm.Request(ctx, &mirrorproto.CreateClusterMirrorRequest{MirrorName: name,
+		Config: []mirrorproto.CreateClusterMirrorRequestConfig{{Name: "bootstrap.servers", Value: source}}})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if r := cr.(*mirrorproto.CreateClusterMirrorResponse); r.ErrorCode != 0 {
+		b.t.Fatal(mirrorproto.ErrorFor(r.ErrorCode, r.ErrorMessage))
+	}
+	sreq := mirrorproto.NewStartMirrorTopicsRequest()
+	sreq.MirrorName = name
+	for _, topic := range topics {
+		sreq.Topics = append(sreq.Topics, mirrorproto.StartMirrorTopicsRequestTopic{TopicName: topic})
+	}
+	sr, err := adm.Request(ctx, sreq)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	r := sr.(*mirrorproto.StartMirrorTopicsResponse)
+	if err := mirrorproto.ErrorFor(r.ErrorCode, r.ErrorMessage); err != nil {
+		b.t.Fatal(err)
+	}
+	for _, tr := range r.Topics {
+		if err := mirrorproto.ErrorFor(tr.ErrorCode, tr.ErrorMessage); err != nil {
+			b.t.Fatalf("StartMirrorTopics %s: %v", tr.Name, err)
+		}
+	}
 }
 
 // Client returns a franz-go client for the broker, closed when the test ends.

@@ -16,7 +16,6 @@ import (
 
 	"github.com/kmirror/kmirror/internal/brokertest"
 	"github.com/kmirror/kmirror/internal/metrics"
-	"github.com/kmirror/kmirror/internal/mirrorproto"
 )
 
 // scrape GETs /metrics and returns each sample line as series → value, the series
@@ -77,25 +76,7 @@ func TestMirrorMetrics(t *testing.T) {
 		t.Fatalf("before the mirror: cluster_mirrors=%q partitions=%q", before["kmirror_cluster_mirrors"], before["kmirror_partitions"])
 	}
 
-	adm := dst.Client(kgo.MaxVersions(mirrorproto.ClientVersions()))
-	cr, err := adm.Request(ctx, &mirrorproto.CreateClusterMirrorRequest{MirrorName: "m1",
-		Config: []mirrorproto.CreateClusterMirrorRequestConfig{{Name: "bootstrap.servers", Value: src.Addr()}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r := cr.(*mirrorproto.CreateClusterMirrorResponse); r.ErrorCode != 0 {
-		t.Fatal(mirrorproto.ErrorFor(r.ErrorCode, r.ErrorMessage))
-	}
-	sreq := mirrorproto.NewStartMirrorTopicsRequest()
-	sreq.MirrorName = "m1"
-	sreq.Topics = []mirrorproto.StartMirrorTopicsRequestTopic{{TopicName: "mt"}}
-	sr, err := adm.Request(ctx, sreq)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r := sr.(*mirrorproto.StartMirrorTopicsResponse); r.ErrorCode != 0 {
-		t.Fatal(mirrorproto.ErrorFor(r.ErrorCode, r.ErrorMessage))
-	}
+	dst.MirrorFrom(ctx, "m1", src.Addr(), "mt")
 
 	p0 := `{mirror="m1",partition="0",topic="mt"}`
 	p1 := `{mirror="m1",partition="1",topic="mt"}`

@@ -18,42 +18,6 @@ func mirrorAdmin(t *testing.T, addr string) *kgo.Client {
 	return newClient(t, addr, kgo.MaxVersions(mirrorproto.ClientVersions()))
 }
 
-func createMirror(t *testing.T, admin *kgo.Client, name, bootstrap string) {
-	t.Helper()
-	req := &mirrorproto.CreateClusterMirrorRequest{MirrorName: name,
-		Config: []mirrorproto.CreateClusterMirrorRequestConfig{{Name: "bootstrap.servers", Value: bootstrap}}}
-	kr, err := admin.Request(ctxT(t), req)
-	if err != nil {
-		t.Fatalf("CreateClusterMirror: %v", err)
-	}
-	resp := kr.(*mirrorproto.CreateClusterMirrorResponse)
-	if err := mirrorproto.ErrorFor(resp.ErrorCode, resp.ErrorMessage); err != nil {
-		t.Fatalf("CreateClusterMirror: %v", err)
-	}
-}
-
-func startMirrorTopics(t *testing.T, admin *kgo.Client, mirror string, topics ...string) {
-	t.Helper()
-	req := mirrorproto.NewStartMirrorTopicsRequest()
-	req.MirrorName = mirror
-	for _, n := range topics {
-		req.Topics = append(req.Topics, mirrorproto.StartMirrorTopicsRequestTopic{TopicName: n})
-	}
-	kr, err := admin.Request(ctxT(t), req)
-	if err != nil {
-		t.Fatalf("StartMirrorTopics: %v", err)
-	}
-	resp := kr.(*mirrorproto.StartMirrorTopicsResponse)
-	if err := mirrorproto.ErrorFor(resp.ErrorCode, resp.ErrorMessage); err != nil {
-		t.Fatalf("StartMirrorTopics: %v", err)
-	}
-	for _, tr := range resp.Topics {
-		if err := mirrorproto.ErrorFor(tr.ErrorCode, tr.ErrorMessage); err != nil {
-			t.Fatalf("StartMirrorTopics %s: %v", tr.Name, err)
-		}
-	}
-}
-
 func describeMirror(t *testing.T, admin *kgo.Client, mirror string) map[string][]mirrorproto.DescribeClusterMirrorsResponsePartition {
 	t.Helper()
 	kr, err := admin.Request(ctxT(t), &mirrorproto.DescribeClusterMirrorsRequest{MirrorNames: []string{mirror}})
@@ -216,8 +180,7 @@ func TestMirrorFromApacheKafka(t *testing.T) {
 
 	dst := brokertest.Start(t, nil)
 	admin := mirrorAdmin(t, dst.Addr())
-	createMirror(t, admin, "from-kafka", src.Addr)
-	startMirrorTopics(t, admin, "from-kafka", topics...)
+	dst.MirrorFrom(ctxT(t), "from-kafka", src.Addr, topics...)
 	// more records after the start: the mirror follows the source's tail
 	produce(t, scl, plain, 1, values("tail", 25)...)
 	if err := tcl.BeginTransaction(); err != nil {
@@ -313,8 +276,7 @@ func TestMirrorGroupFailoverFromApacheKafka(t *testing.T) {
 
 	dst := brokertest.Start(t, nil)
 	admin := mirrorAdmin(t, dst.Addr())
-	createMirror(t, admin, "groups-from-kafka", src.Addr)
-	startMirrorTopics(t, admin, "groups-from-kafka", topic)
+	dst.MirrorFrom(ctxT(t), "groups-from-kafka", src.Addr, topic)
 	waitMirrored(t, admin, scl, "groups-from-kafka", topic)
 	dcl := dst.Client()
 	var got string
