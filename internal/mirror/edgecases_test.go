@@ -270,11 +270,7 @@ func TestEdgeTruncationBeforeExposure(t *testing.T) {
 	eb.createMirror("from-a", a.b.Addr())
 	eb.startTopics("from-a", "tt")
 	eb.waitCaughtUp(acl, "from-a", "tt")
-	preq := mirrorproto.NewPauseMirrorTopicsRequest()
-	preq.MirrorName, preq.Topics = "from-a", []mirrorproto.TopicName{{TopicName: "tt"}}
-	if resp := b.m.PauseMirrorTopics(ctx, preq); resp.ErrorCode != 0 || resp.Topics[0].ErrorCode != 0 {
-		t.Fatalf("pause: %+v", resp)
-	}
+	eb.pauseTopics("from-a", "tt")
 	produceTo(a, 3, "divergent")
 	al, err := a.b.Log("tt", 0)
 	if err != nil {

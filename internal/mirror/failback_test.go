@@ -115,11 +115,7 @@ func TestFailback(t *testing.T) {
 	eb.waitCaughtUp(acl, "from-a", "orders")
 
 	// B stops receiving; A takes 3 more records and goes down
-	preq := mirrorproto.NewPauseMirrorTopicsRequest()
-	preq.MirrorName, preq.Topics = "from-a", []mirrorproto.TopicName{{TopicName: "orders"}}
-	if resp := b.m.PauseMirrorTopics(ctx, preq); resp.ErrorCode != 0 || resp.Topics[0].ErrorCode != 0 {
-		t.Fatalf("pause: %+v", resp)
-	}
+	eb.pauseTopics("from-a", "orders")
 	produceTo(a, 3, "a-divergent")
 	a.stop()
 

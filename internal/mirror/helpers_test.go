@@ -208,6 +208,44 @@ func (e *env) stopTopics(mirror string, names ...string) {
 	}
 }
 
+// pauseTopics pauses topics of mirror and fails the test on any error.
+func (e *env) pauseTopics(mirror string, names ...string) {
+	e.t.Helper()
+	req := mirrorproto.NewPauseMirrorTopicsRequest()
+	req.MirrorName = mirror
+	for _, n := range names {
+		req.Topics = append(req.Topics, mirrorproto.TopicName{TopicName: n})
+	}
+	resp := e.m.PauseMirrorTopics(ctxT(e.t), req)
+	if resp.ErrorCode != 0 || len(resp.Topics) != len(names) {
+		e.t.Fatalf("PauseMirrorTopics: %+v", resp)
+	}
+	for _, tr := range resp.Topics {
+		if tr.ErrorCode != 0 {
+			e.t.Fatalf("PauseMirrorTopics %s: %v", tr.Name, mirrorproto.ErrorFor(tr.ErrorCode, tr.ErrorMessage))
+		}
+	}
+}
+
+// resumeTopics resumes topics of mirror and fails the test on any error.
+func (e *env) resumeTopics(mirror string, names ...string) {
+	e.t.Helper()
+	req := mirrorproto.NewResumeMirrorTopicsRequest()
+	req.MirrorName = mirror
+	for _, n := range names {
+		req.Topics = append(req.Topics, mirrorproto.TopicName{TopicName: n})
+	}
+	resp := e.m.ResumeMirrorTopics(ctxT(e.t), req)
+	if resp.ErrorCode != 0 || len(resp.Topics) != len(names) {
+		e.t.Fatalf("ResumeMirrorTopics: %+v", resp)
+	}
+	for _, tr := range resp.Topics {
+		if tr.ErrorCode != 0 {
+			e.t.Fatalf("ResumeMirrorTopics %s: %v", tr.Name, mirrorproto.ErrorFor(tr.ErrorCode, tr.ErrorMessage))
+		}
+	}
+}
+
 // describe returns the partitions of topic in mirror.
 func (e *env) describe(mirror, topic string) []mirrorproto.DescribeClusterMirrorsResponsePartition {
 	resp := e.m.DescribeClusterMirrors(context.Background(), &mirrorproto.DescribeClusterMirrorsRequest{MirrorNames: []string{mirror}})

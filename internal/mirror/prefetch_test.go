@@ -1,7 +1,6 @@
 package mirror
 
 import (
-	"context"
 	"fmt"
 	"testing"
 
@@ -49,12 +48,7 @@ func TestPrefetchDroppedOnStateChange(t *testing.T) {
 	e.startTopics("m1", "a", "b")
 	<-held
 
-	preq := mirrorproto.NewPauseMirrorTopicsRequest()
-	preq.MirrorName = "m1"
-	preq.Topics = []mirrorproto.TopicName{{TopicName: "a"}}
-	if resp := e.m.PauseMirrorTopics(context.Background(), preq); resp.ErrorCode != 0 || resp.Topics[0].ErrorCode != 0 {
-		t.Fatalf("pause: %+v", resp)
-	}
+	e.pauseTopics("m1", "a")
 	e.waitState("m1", "a", mirrorproto.StatePaused)
 	pausedAt := e.localLog("a", 0).LogEndOffset()
 	close(release)
@@ -66,12 +60,7 @@ func TestPrefetchDroppedOnStateChange(t *testing.T) {
 		t.Fatalf("a was complete (%d of %d) before the pause: the test did not catch a prefetch in flight", pausedAt, end)
 	}
 
-	rreq := mirrorproto.NewResumeMirrorTopicsRequest()
-	rreq.MirrorName = "m1"
-	rreq.Topics = preq.Topics
-	if resp := e.m.ResumeMirrorTopics(context.Background(), rreq); resp.ErrorCode != 0 || resp.Topics[0].ErrorCode != 0 {
-		t.Fatalf("resume: %+v", resp)
-	}
+	e.resumeTopics("m1", "a")
 	e.waitCaughtUp(src, "m1", "a")
 	for _, topic := range []string{"a", "b"} {
 		sameBatches(t, fmt.Sprintf("%s-0", topic), sourceBatches(t, src, topic, 0), localBatches(t, e.localLog(topic, 0)))

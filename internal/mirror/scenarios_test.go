@@ -246,12 +246,7 @@ func TestPauseResumeRestart(t *testing.T) {
 	e.startTopics("m1", "events")
 	e.waitCaughtUp(src, "m1", "events")
 
-	preq := mirrorproto.NewPauseMirrorTopicsRequest()
-	preq.MirrorName = "m1"
-	preq.Topics = []mirrorproto.TopicName{{TopicName: "events"}}
-	if resp := e.m.PauseMirrorTopics(context.Background(), preq); resp.ErrorCode != 0 || resp.Topics[0].ErrorCode != 0 {
-		t.Fatalf("pause: %+v", resp)
-	}
+	e.pauseTopics("m1", "events")
 	paused := map[int32]int64{}
 	for _, d := range e.describe("m1", "events") {
 		if d.State != mirrorproto.StatePaused {
@@ -259,6 +254,9 @@ func TestPauseResumeRestart(t *testing.T) {
 		}
 		paused[d.PartitionIndex] = d.DestinationOffset
 	}
+	preq := mirrorproto.NewPauseMirrorTopicsRequest()
+	preq.MirrorName = "m1"
+	preq.Topics = []mirrorproto.TopicName{{TopicName: "events"}}
 	if resp := e.m.PauseMirrorTopics(context.Background(), preq); resp.Topics[0].ErrorCode != mirrorproto.MirrorTopicAlreadyPaused {
 		t.Fatalf("second pause: %+v", resp.Topics)
 	}
@@ -272,26 +270,17 @@ func TestPauseResumeRestart(t *testing.T) {
 	if ok, _ := e.m.CheckWrite("events", 0, OpProduce); ok {
 		t.Fatal("a PAUSED topic must stay read-only")
 	}
-	rreq := mirrorproto.NewResumeMirrorTopicsRequest()
-	rreq.MirrorName = "m1"
-	rreq.Topics = preq.Topics
-	if resp := e.m.ResumeMirrorTopics(context.Background(), rreq); resp.ErrorCode != 0 || resp.Topics[0].ErrorCode != 0 {
-		t.Fatalf("resume: %+v", resp)
-	}
+	e.resumeTopics("m1", "events")
 	e.waitCaughtUp(src, "m1", "events")
 	for p := int32(0); p < 2; p++ {
 		sameBatches(t, fmt.Sprintf("events-%d after resume", p), sourceBatches(t, src, "events", p), localBatches(t, e.localLog("events", p)))
 	}
 
 	// pause again, restart: the paused state survives the restart
-	if resp := e.m.PauseMirrorTopics(context.Background(), preq); resp.Topics[0].ErrorCode != 0 {
-		t.Fatalf("pause: %+v", resp.Topics)
-	}
+	e.pauseTopics("m1", "events")
 	e.restart()
 	e.waitState("m1", "events", mirrorproto.StatePaused)
-	if resp := e.m.ResumeMirrorTopics(context.Background(), rreq); resp.Topics[0].ErrorCode != 0 {
-		t.Fatalf("resume: %+v", resp.Topics)
-	}
+	e.resumeTopics("m1", "events")
 	produce(t, addrs, "events", 100)
 	e.waitCaughtUp(src, "m1", "events")
 
