@@ -3,6 +3,7 @@ package quickstart
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,38 +45,54 @@ func TestRunShowsMirroringAndStops(t *testing.T) {
 		t.Fatal(err)
 	}
 	for run := 1; run <= 2; run++ {
-		var out syncBuffer
-		ctx, cancel := context.WithCancel(context.Background())
-		errc := make(chan error, 1)
-		go func() {
-			errc <- Run(ctx, Options{Data: data, SourcePort: srcPort, DestinationPort: dstPort, Out: &out, Refresh: 200 * time.Millisecond})
-		}()
-		deadline := time.Now().Add(60 * time.Second)
-		for !tableMirroring(out.String()) {
-			select {
-			case err := <-errc:
-				cancel()
-				t.Fatalf("run %d: Run returned early: %v\n%s", run, err, out.String())
-			default:
-			}
-			if time.Now().After(deadline) {
-				cancel()
-				<-errc
-				t.Fatalf("run %d: no MIRRORING table with data within 60 s:\n%s", run, out.String())
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		cancel()
-		if err := <-errc; err != nil {
-			t.Fatalf("run %d: %v", run, err)
-		}
-		s := out.String()
+		s := runQuickstart(t, fmt.Sprintf("run %d", run), data, srcPort, dstPort, tableMirroring, nil, nil)
 		for _, want := range []string{"--stop --topics orders --mirror my-mirror", "Stopping both clusters"} {
 			if !strings.Contains(s, want) {
 				t.Errorf("run %d: output lacks %q", run, want)
 			}
 		}
 	}
+}
+
+// runQuickstart starts Run on data and the two ports, waits until until(output) holds,
+// calls during (if any) with the clusters up and waits for after(output), then stops Run
+// (Ctrl-C) and returns its output. Each wait gives up after 60 s.
+func runQuickstart(t *testing.T, name, data string, srcPort, dstPort int, until func(string) bool,
+	during func(ctx context.Context), after func(string) bool) string {
+	t.Helper()
+	var out syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		errc <- Run(ctx, Options{Data: data, SourcePort: srcPort, DestinationPort: dstPort, Out: &out, Refresh: 200 * time.Millisecond})
+	}()
+	wait := func(cond func(string) bool) {
+		deadline := time.Now().Add(60 * time.Second)
+		for !cond(out.String()) {
+			select {
+			case err := <-errc:
+				cancel()
+				t.Fatalf("%s: Run returned early: %v\n%s", name, err, out.String())
+			default:
+			}
+			if time.Now().After(deadline) {
+				cancel()
+				<-errc
+				t.Fatalf("%s: condition not met within 60 s:\n%s", name, out.String())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	wait(until)
+	if during != nil {
+		during(ctx)
+		wait(after)
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return out.String()
 }
 
 // tableMirroring reports whether the last table printed shows the 6 partitions of
@@ -113,42 +130,8 @@ func TestRerunAfterFailoverAndFailback(t *testing.T) {
 		t.Fatal(err)
 	}
 	src, dst := "localhost:"+itoa(srcPort), "localhost:"+itoa(dstPort)
-	// run starts Run, waits until until(output) holds, calls during (if any) with the
-	// clusters up, waits again for until, then stops Run and returns its output.
 	run := func(name string, until func(string) bool, during func(ctx context.Context), after func(string) bool) string {
-		var out syncBuffer
-		ctx, cancel := context.WithCancel(context.Background())
-		errc := make(chan error, 1)
-		go func() {
-			errc <- Run(ctx, Options{Data: data, SourcePort: srcPort, DestinationPort: dstPort, Out: &out, Refresh: 200 * time.Millisecond})
-		}()
-		wait := func(cond func(string) bool) {
-			deadline := time.Now().Add(60 * time.Second)
-			for !cond(out.String()) {
-				select {
-				case err := <-errc:
-					cancel()
-					t.Fatalf("%s: Run returned early: %v\n%s", name, err, out.String())
-				default:
-				}
-				if time.Now().After(deadline) {
-					cancel()
-					<-errc
-					t.Fatalf("%s: condition not met within 60 s:\n%s", name, out.String())
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
-		}
-		wait(until)
-		if during != nil {
-			during(ctx)
-			wait(after)
-		}
-		cancel()
-		if err := <-errc; err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		return out.String()
+		return runQuickstart(t, name, data, srcPort, dstPort, until, during, after)
 	}
 	endOffsets := func(addr string) int64 {
 		a, err := newAdmin(addr)
