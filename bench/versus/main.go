@@ -131,7 +131,7 @@ func main() {
 	flag.IntVar(&s.LatencyRate, "latency-rate", 20000, "records/s of the produce latency run")
 	latSecs := flag.Int("latency-seconds", 20, "duration of the produce latency run")
 	flag.IntVar(&s.Backlog16, "backlog", 2000000, "backlog records of the 16-partition mirror topics (2,000,000 × 1 KiB: the 2 GB backlog of issue 4)")
-	flag.IntVar(&s.Backlog1, "backlog1", 300000, "backlog records of the 1-partition mirror topics")
+	flag.IntVar(&s.Backlog1, "backlog1", 1000000, "backlog records of the 1-partition mirror topics (1 GB: a catch-up window of seconds, not a fraction of one)")
 	flag.IntVar(&s.LagRate, "lag-rate", 0, "records/s of the steady-state lag runs; 0: half of the maximum, kmirror's measured 16-partition catch-up records/s of the same codec")
 	flag.IntVar(&s.LagProducers, "lag-producers", 4, "producer clients sharing the paced load of a steady-state lag run at half of the maximum")
 	flag.IntVar(&s.LagRateLow, "lag-rate-low", 10000, "records/s of the second, low-rate steady-state lag runs (the mirror's own latency on an unloaded machine); 0 skips them")
@@ -202,11 +202,15 @@ func benchBroker(name string, start func() *proc, s settings) brokerResult {
 	logf("broker %s: up in %.2fs; warm-up, then produce/consume %d records", name, r.StartupS, s.BrokerRecords)
 	// A warm-up pass (JIT for the JVM, page cache and buffers for both), not measured.
 	consume(p.addr, "warm", produce(p.addr, "warm", "none", s.BrokerRecords/3).Records)
+	settle()
 	r.Produce16 = produce(p.addr, "t16", "none", s.BrokerRecords)
+	settle()
 	stop := profile(p, p.name+"-consume")
 	r.Consume16 = consume(p.addr, "t16", s.BrokerRecords)
 	stop()
+	settle()
 	r.Produce1 = produce(p.addr, "t1", "none", s.BrokerRecords)
+	settle()
 	logf("broker %s: latency at %d records/s for %.0fs", name, s.LatencyRate, s.LatencySeconds)
 	r.Latency = summarize(paced(p.addr, "lat", "none", s.LatencyRate, time.Duration(s.LatencySeconds)*time.Second, 1).Lat)
 	r.PeakRSSMB = p.peakRSSMB()
@@ -252,12 +256,14 @@ func benchMirror(bin, tmp string, s settings, withMM2 bool, rep *report) {
 	for _, b := range backlogs {
 		pt := "p" + strings.TrimPrefix(b.topic, "b")
 		createTopic(dst.addr, pt, b.parts)
-		logf("mirror: destination produce rate %s", pt)
-		rep.MirrorRates = append(rep.MirrorRates, mirrorThroughput{Partitions: b.parts, Codec: b.codec, DestProduce: produce(dst.addr, pt, b.codec, s.BrokerRecords)})
+		logf("mirror: destination produce rate %s: %d records", pt, b.n)
+		settle()
+		rep.MirrorRates = append(rep.MirrorRates, mirrorThroughput{Partitions: b.parts, Codec: b.codec, DestProduce: produce(dst.addr, pt, b.codec, b.n)})
 	}
 	mirrorsCLI(bin, dst.addr, "--create", "--mirror", "bench", "--mirror-config", mirrorConfigFile(filepath.Join(tmp, "mirror.properties"), src.addr, s.MirrorProps))
 	catchUpRun := func(mirror string, b backlog) catchUp {
 		logf("mirror: kmirror catch-up %s (mirror %s)", b.topic, mirror)
+		settle()
 		t0 := time.Now()
 		stop := profile(dst, "kmirror-mirror-"+b.topic)
 		mirrorsCLI(bin, dst.addr, "--start", "--mirror", mirror, "--topics", b.topic)
@@ -316,6 +322,7 @@ func benchMirror(bin, tmp string, s settings, withMM2 bool, rep *report) {
 			return
 		}
 		logf("mirror: %s steady-state lag %s %s: %d records/s by %d producer client(s)", engine, c, what, rate, producers)
+		settle()
 		l := endToEnd(src.addr, srcTopic, dstAddr, dstTopic, c, rate, producers, lagD, 3*time.Second)
 		if !low {
 			l.MaxRate = maxRate[c]
@@ -341,6 +348,7 @@ func benchMirror(bin, tmp string, s settings, withMM2 bool, rep *report) {
 	}
 	for _, b := range backlogs {
 		logf("mirror: consume-and-re-produce pipeline %s", b.topic)
+		settle()
 		stop := profile(dst, "kmirror-pipeline-dest-"+b.topic)
 		rep.Pipelines = append(rep.Pipelines, pipeline(src.addr, dst, b.topic, b.codec, b.parts, b.n))
 		stop()
@@ -360,6 +368,7 @@ func benchMirror(bin, tmp string, s settings, withMM2 bool, rep *report) {
 	defer target.stop()
 	for _, c := range codecs {
 		logf("mirror: MirrorMaker 2 catch-up and steady-state lag %s", c)
+		settle()
 		mm := startMM2(filepath.Join(tmp, "mm2-"+c), mm2Properties(src.addr, target.addr, "b16-"+c+",lm-"+c+",lml-"+c, c))
 		cu := waitCaughtUp(target, mm, "src.b16-"+c, int64(s.Backlog16), mm.started, 10*time.Minute)
 		cu.Engine, cu.Topic, cu.Partitions, cu.Codec, cu.BacklogRecs, cu.SourceDiskMB = "MirrorMaker 2", "b16-"+c, 16, c, s.Backlog16, diskMB("b16-"+c)

@@ -185,3 +185,15 @@ func profile(p *proc, name string) func() {
 		cmd.Wait()
 	}
 }
+
+// settle writes the page cache's dirty pages to disk (sync(2)) before a measured window,
+// so that the kernel's writeback of the data an earlier run wrote (gigabytes, written
+// back at the disk's pace and with the kernel's CPU) does not fall into this window and
+// every engine and run starts from the same state.
+func settle() {
+	t := time.Now()
+	syscall.Sync()
+	if d := time.Since(t); d > time.Second {
+		logf("sync: %.1f s of writeback before the next window", d.Seconds())
+	}
+}

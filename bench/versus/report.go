@@ -191,7 +191,7 @@ func renderMarkdown(r report) string {
 				num(mr.Mirror.MBps), num(mr.Mirror.RecPerS), num(mr.DestProduce.MBps), ratio(mr.Mirror.MBps, mr.DestProduce.MBps), num(mr.Mirror.CPUPerGB), pipe, cmp)
 		}
 		b.WriteString("\n")
-		b.WriteString("Notes: “dest produce” is franz-go producing the same records into the kmirror destination (same partitions and codec); with zstd it is bound by the client's own compression on this 2-core machine, so the zstd “mirror / produce” ratio overstates. The pipeline is a franz-go consumer on the source feeding a franz-go producer into the destination (same partition and codec), run as its own process; its CPU is read with getrusage, “+ dest” adds the destination broker's. It copies the same backlogs as the mirror (1 and 16 partitions).")
+		b.WriteString("Notes: “dest produce” is franz-go producing as many records as the backlog holds into the kmirror destination (same partitions and codec); every measured window starts after sync(2), so that no writeback of an earlier run falls into it; with zstd it is bound by the client's own compression on this 2-core machine, so the zstd “mirror / produce” ratio overstates. The pipeline is a franz-go consumer on the source feeding a franz-go producer into the destination (same partition and codec), run as its own process; its CPU is read with getrusage, “+ dest” adds the destination broker's. It copies the same backlogs as the mirror (1 and 16 partitions).")
 		for _, mr := range r.MirrorRates {
 			if mr.FetchMaxBytes > 0 {
 				codec := mr.Codec
