@@ -62,10 +62,12 @@ func newClient(opts ...kgo.Opt) *kgo.Client {
 	return cl
 }
 
-func createTopic(addr, topic string, partitions int) {
+// createTopic creates topic with replication factor 1 and the given topic configs (nil:
+// the broker's defaults) and waits until its partitions have leaders.
+func createTopic(addr, topic string, partitions int, configs map[string]*string) {
 	cl := newClient(kgo.SeedBrokers(addr))
 	defer cl.Close()
-	resp, err := kadm.NewClient(cl).CreateTopic(context.Background(), int32(partitions), 1, nil, topic)
+	resp, err := kadm.NewClient(cl).CreateTopic(context.Background(), int32(partitions), 1, configs, topic)
 	if err == nil {
 		err = resp.Err
 	}
@@ -255,18 +257,23 @@ type lagResult struct {
 	Produced     int     `json:"records_produced"`
 	Arrived      int     `json:"records_arrived"` // read on the destination
 	DrainS       float64 `json:"drain_s"`         // last acknowledgement on the source → last record read on the destination
+	// Appended is the lag from the source's LogAppendTime (the timestamp of the mirrored
+	// batch) to the read on the destination: the mirror's own part, without the time
+	// records waited in the producers' buffers.
+	Appended latency `json:"appended"`
 	Error        string  `json:"error,omitempty"`
 }
 
 // endToEnd produces on the source at perSec with producers clients for d (paced) while a
 // consumer reads dstTopic on the destination; it returns the lags send time (in the
-// value) → read on the destination, leaving out records sent in the first warm, and the
-// achieved produce rate. It waits up to 5 minutes after d for every record to arrive.
+// value) → read on the destination and, when srcTopic has message.timestamp.type
+// LogAppendTime (lagTopicConfigs), source append → read on the destination, leaving out
+// records sent in the first warm, and the achieved produce rate. It waits up to 5 minutes after d for every record to arrive.
 func endToEnd(src, srcTopic, dst, dstTopic, codec string, perSec, producers int, d, warm time.Duration) lagResult {
 	cl := newClient(kgo.SeedBrokers(dst), kgo.ConsumeTopics(dstTopic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxBytes(16<<20), kgo.MetadataMinAge(250*time.Millisecond))
 	defer cl.Close()
-	var lags []time.Duration
+	var lags, appended []time.Duration
 	var total atomic.Int64 // records produced, known once the paced producer is done
 	total.Store(-1)
 	got := 0
@@ -296,6 +303,7 @@ func endToEnd(src, srcTopic, dst, dstTopic, codec string, perSec, producers int,
 				sent := time.Unix(0, int64(binary.BigEndian.Uint64(r.Value)))
 				if sent.Sub(start) >= warm {
 					lags = append(lags, now.Sub(sent))
+					appended = append(appended, now.Sub(r.Timestamp))
 				}
 			})
 		}
@@ -303,7 +311,7 @@ func endToEnd(src, srcTopic, dst, dstTopic, codec string, perSec, producers int,
 	p := paced(src, srcTopic, codec, perSec, d, producers)
 	total.Store(int64(p.Records))
 	<-done
-	r := lagResult{latency: summarize(lags), TargetRate: perSec, AchievedRate: p.achieved(), Producers: producers, Produced: p.Records, Arrived: got,
+	r := lagResult{latency: summarize(lags), Appended: summarize(appended), TargetRate: perSec, AchievedRate: p.achieved(), Producers: producers, Produced: p.Records, Arrived: got,
 		DrainS: max(0, lastRead.Sub(p.LastAck).Seconds())}
 	if got < p.Records {
 		r.Error = fmt.Sprintf("only %d of %d records arrived on %s within 5 minutes", got, p.Records, dstTopic)
@@ -311,6 +319,13 @@ func endToEnd(src, srcTopic, dst, dstTopic, codec string, perSec, producers int,
 	}
 	return r
 }
+
+// lagTopicConfigs are the source lag topics' configs: the source stamps every batch with
+// its append time, which the mirror copies unchanged (kmirror: byte for byte; MirrorMaker
+// 2: as the record timestamp, its default config filter leaving message.timestamp.type
+// out of the target topic), so that the destination's consumer reads the time the record
+// was produced on the source.
+var lagTopicConfigs = map[string]*string{"message.timestamp.type": kadm.StringPtr("LogAppendTime")}
 
 // endOffsets returns the sum of the end offsets of topic's partitions (-1 if the topic
 // does not exist yet or a partition has no leader).

@@ -195,10 +195,10 @@ func benchBroker(name string, start func() *proc, s settings) brokerResult {
 	p := start()
 	defer p.stop()
 	r := brokerResult{Broker: name, StartupS: p.startup.Seconds()}
-	createTopic(p.addr, "t16", 16)
-	createTopic(p.addr, "t1", 1)
-	createTopic(p.addr, "lat", 16)
-	createTopic(p.addr, "warm", 16)
+	createTopic(p.addr, "t16", 16, nil)
+	createTopic(p.addr, "t1", 1, nil)
+	createTopic(p.addr, "lat", 16, nil)
+	createTopic(p.addr, "warm", 16, nil)
 	logf("broker %s: up in %.2fs; warm-up, then produce/consume %d records", name, r.StartupS, s.BrokerRecords)
 	// A warm-up pass (JIT for the JVM, page cache and buffers for both), not measured.
 	consume(p.addr, "warm", produce(p.addr, "warm", "none", s.BrokerRecords/3).Records)
@@ -235,7 +235,7 @@ func benchMirror(bin, tmp string, s settings, withMM2 bool, rep *report) {
 		// Lag topics: kmirror (lk) and MirrorMaker 2 (lm) at half of the maximum, and at
 		// the low rate (lkl, lml).
 		for _, t := range []string{"lk-" + c, "lm-" + c, "lkl-" + c, "lml-" + c} {
-			createTopic(src.addr, t, 16)
+			createTopic(src.addr, t, 16, lagTopicConfigs)
 		}
 	}
 	// The tuned 1-partition backlog: a copy of b1-none for the second mirror.
@@ -245,7 +245,7 @@ func benchMirror(bin, tmp string, s settings, withMM2 bool, rep *report) {
 		produced = append(produced[:len(produced):len(produced)], tuned)
 	}
 	for _, b := range produced {
-		createTopic(src.addr, b.topic, b.parts)
+		createTopic(src.addr, b.topic, b.parts, nil)
 		logf("mirror: backlog %s: %d records", b.topic, b.n)
 		produce(src.addr, b.topic, b.codec, b.n)
 	}
@@ -255,7 +255,7 @@ func benchMirror(bin, tmp string, s settings, withMM2 bool, rep *report) {
 	dst := startKmirror(bin, "kmirror-dst", filepath.Join(tmp, "m-kmirror"))
 	for _, b := range backlogs {
 		pt := "p" + strings.TrimPrefix(b.topic, "b")
-		createTopic(dst.addr, pt, b.parts)
+		createTopic(dst.addr, pt, b.parts, nil)
 		logf("mirror: destination produce rate %s: %d records", pt, b.n)
 		settle()
 		rep.MirrorRates = append(rep.MirrorRates, mirrorThroughput{Partitions: b.parts, Codec: b.codec, DestProduce: produce(dst.addr, pt, b.codec, b.n)})

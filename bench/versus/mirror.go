@@ -138,7 +138,7 @@ type pipelineResult struct {
 // broker's.
 func pipeline(src string, dst *proc, srcTopic, codec string, partitions, n int) pipelineResult {
 	out := fmt.Sprintf("pipe%d-%s", partitions, codec)
-	createTopic(dst.addr, out, partitions)
+	createTopic(dst.addr, out, partitions, nil)
 	self, err := os.Executable()
 	must(err)
 	cmd := exec.Command(self, "pipeline", "-from", src, "-topic", srcTopic, "-to", dst.addr, "-out", out, "-codec", codec, "-records", fmt.Sprint(n))

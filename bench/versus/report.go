@@ -109,7 +109,7 @@ func renderMarkdown(r report) string {
 			}
 			lowRun = fmt.Sprintf("at a fixed %d records/s by %s, which the machine paces with room to spare, so that the lag is the mirror's own; then ", s.LagRateLow, clients)
 		}
-		fmt.Fprintf(&b, "Source: one Apache Kafka %s broker. Destination: a kmirror broker for each engine (MirrorMaker 2 target: %s). Backlog: %d records × %d B on 16 partitions (%.2f GB of values). Steady-state lag, two runs per codec and engine on 16-partition topics: records produced on the source %sat %s by %d paced producer clients; each run %.0f s, first 3 s left out, send time (in the value) → read by a consumer on the destination. “Achieved” is the produced rate (records / first send → last acknowledgement); where it is below the target the producers on this machine could not pace the target (with zstd they are bound by their own compression), were behind all along, and the lag includes the time records waited in their buffers. “Last ack → all read” is how long the destination consumer kept reading after production ended: about the lag when the mirror kept up; seconds when the mirror (or the consumer) fell behind during the run and the lag grew. CPU: utime+stime from /proc of the mirroring process (kmirror: the destination broker; MirrorMaker 2: its JVM), per GB of values, over the catch-up; “+ dest” adds the destination broker.\n\n",
+		fmt.Fprintf(&b, "Source: one Apache Kafka %s broker. Destination: a kmirror broker for each engine (MirrorMaker 2 target: %s). Backlog: %d records × %d B on 16 partitions (%.2f GB of values). Steady-state lag, two runs per codec and engine on 16-partition topics: records produced on the source %sat %s by %d paced producer clients; each run %.0f s, first 3 s left out, send time (in the value) → read by a consumer on the destination; “from the source append” measures from the source's LogAppendTime instead (the lag topics have message.timestamp.type=LogAppendTime and both engines carry that timestamp over unchanged), which leaves out the time records waited in the producers' buffers. “Achieved” is the produced rate (records / first send → last acknowledgement); where it is below the target the producers on this machine could not pace the target (with zstd they are bound by their own compression), were behind all along, and the lag includes the time records waited in their buffers. “Last ack → all read” is how long the destination consumer kept reading after production ended: about the lag when the mirror kept up; seconds when the mirror (or the consumer) fell behind during the run and the lag grew. CPU: utime+stime from /proc of the mirroring process (kmirror: the destination broker; MirrorMaker 2: its JVM), per GB of values, over the catch-up; “+ dest” adds the destination broker.\n\n",
 			s.KafkaVersion, s.MM2Target, s.Backlog16, s.RecordBytes, float64(s.Backlog16*s.RecordBytes)/1e9, lowRun, lagRate, s.LagProducers, s.LagSeconds)
 		fmt.Fprintf(&b, "| codec | metric | kmirror | MirrorMaker 2 | kmirror / MM2 |\n|---|---|---:|---:|---:|\n")
 		for _, c := range []string{"none", "zstd"} {
@@ -151,6 +151,8 @@ func renderMarkdown(r report) string {
 				row(set+": achieved produced records/s", kl.AchievedRate, ml.AchievedRate)
 				row(set+": p50 ms", kl.P50Ms, ml.P50Ms)
 				row(set+": p99 ms", kl.P99Ms, ml.P99Ms)
+				row(set+": p50 ms from the source append", kl.Appended.P50Ms, ml.Appended.P50Ms)
+				row(set+": p99 ms from the source append", kl.Appended.P99Ms, ml.Appended.P99Ms)
 				row(set+": last ack on source → all read on destination s", kl.DrainS, ml.DrainS)
 			}
 			kl, ml := r.Lags["kmirror/"+c], r.Lags["MirrorMaker 2/"+c]
@@ -163,6 +165,8 @@ func renderMarkdown(r report) string {
 			row(set+": achieved produced records/s", kl.AchievedRate, ml.AchievedRate)
 			row(set+": p50 ms at the achieved rate", kl.P50Ms, ml.P50Ms)
 			row(set+": p99 ms at the achieved rate", kl.P99Ms, ml.P99Ms)
+			row(set+": p50 ms from the source append", kl.Appended.P50Ms, ml.Appended.P50Ms)
+			row(set+": p99 ms from the source append", kl.Appended.P99Ms, ml.Appended.P99Ms)
 			row(set+": last ack on source → all read on destination s", kl.DrainS, ml.DrainS)
 			row("CPU s/GB, mirroring process", k.CPUPerGB, mm.CPUPerGB)
 			row("CPU s/GB, mirroring + dest broker", k.CPUPerGBTotal, mm.CPUPerGBTotal)
