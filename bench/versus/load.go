@@ -261,7 +261,7 @@ type lagResult struct {
 	// batch) to the read on the destination: the mirror's own part, without the time
 	// records waited in the producers' buffers.
 	Appended latency `json:"appended"`
-	Error        string  `json:"error,omitempty"`
+	Error    string  `json:"error,omitempty"`
 }
 
 // endToEnd produces on the source at perSec with producers clients for d (paced) while a
