@@ -46,6 +46,20 @@ type Def struct {
 	Max       float64 // inclusive upper bound for numbers (ignored when MaxSet is false)
 	MaxSet    bool
 	Sensitive bool
+	// Fallback supplies the value when the key is not set: the first set key of the
+	// list, times its Factor (Kafka's KafkaConfig.logRetentionTimeMillis: log.retention.ms,
+	// else log.retention.minutes, else log.retention.hours). See Values.Get.
+	Fallback []Scaled
+	// Unlimited marks a key where -1 means unlimited: a negative resolved value reads as
+	// -1 and 0 is refused, as KafkaConfig requires of log.retention.ms.
+	Unlimited bool
+}
+
+// Scaled names a coarser-unit key that supplies a finer-unit one, and the factor from
+// its unit to the finer one (3600000 from hours to ms).
+type Scaled struct {
+	Name   string
+	Factor int64
 }
 
 // Validate parses v for d and returns a one-line error naming the key and the problem.
@@ -138,13 +152,16 @@ func between(d Def, lo, hi float64) Def {
 
 // Values is a resolved configuration: explicitly set values over definitions' defaults.
 type Values struct {
-	defs Set
-	set  map[string]string
+	defs     Set
+	set      map[string]string
+	resolved map[string]string // values of keys with Fallback or Unlimited, from set
 }
 
-// NewValues validates set against defs. Unknown keys are an error naming the key when
-// strict is true (topic configs), and kept but ignored otherwise (server.properties may
-// carry keys for features kmirror does not have yet; Kafka warns likewise).
+// NewValues validates set against defs and resolves the keys with a Fallback (Kafka's
+// precedence log.retention.ms > log.retention.minutes > log.retention.hours). Unknown keys
+// are an error naming the key when strict is true (topic configs), and kept but ignored
+// otherwise (server.properties may carry keys for features kmirror does not have yet;
+// Kafka warns likewise). Errors are one line naming the key and the value.
 func NewValues(defs Set, set map[string]string, strict bool) (*Values, error) {
 	v := &Values{defs: defs, set: map[string]string{}}
 	for k, val := range set {
@@ -161,11 +178,58 @@ func NewValues(defs Set, set map[string]string, strict bool) (*Values, error) {
 		}
 		v.set[k] = strings.TrimSpace(val)
 	}
+	if err := v.resolve(); err != nil {
+		return nil, err
+	}
 	return v, nil
 }
 
-// Get returns the explicit value or the default, and whether it was set explicitly.
+// resolve fills v.resolved for the keys with a Fallback or Unlimited (Kafka's
+// KafkaConfig.logRetentionTimeMillis, logRollTimeMillis): the key's own value, else the
+// first set fallback key's value times its factor. A key with neither keeps its default.
+func (v *Values) resolve() error {
+	v.resolved = map[string]string{}
+	for _, name := range v.defs.Names() {
+		d := v.defs[name]
+		if len(d.Fallback) == 0 && !d.Unlimited {
+			continue
+		}
+		from, factor := name, int64(1)
+		s, ok := v.set[name]
+		for i := 0; !ok && i < len(d.Fallback); i++ {
+			if s, ok = v.set[d.Fallback[i].Name]; ok {
+				from, factor = d.Fallback[i].Name, d.Fallback[i].Factor
+			}
+		}
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil { // validated already; unreachable for numeric keys
+			return fmt.Errorf("invalid value %q for configuration %s: expected an integer", s, from)
+		}
+		if n > math.MaxInt64/factor || n < math.MinInt64/factor {
+			return fmt.Errorf("invalid value %q for configuration %s: %s would overflow", s, from, name)
+		}
+		n *= factor
+		if d.Unlimited {
+			if n == 0 {
+				return fmt.Errorf("invalid value %q for configuration %s: %s must be unlimited (-1) or at least 1", s, from, name)
+			}
+			n = max(n, -1)
+		}
+		v.resolved[name] = strconv.FormatInt(n, 10)
+	}
+	return nil
+}
+
+// Get returns a key's value and whether it was set: the explicit value, or for a key
+// with a Fallback the set fallback key's value in this key's unit (both count as set),
+// else the default.
 func (v *Values) Get(name string) (string, bool) {
+	if s, ok := v.resolved[name]; ok {
+		return s, true
+	}
 	if s, ok := v.set[name]; ok {
 		return s, true
 	}

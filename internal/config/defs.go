@@ -5,7 +5,9 @@ import (
 )
 
 const (
-	day    = 24 * 60 * 60 * 1000
+	minute = 60 * 1000 // ms
+	hour   = 60 * minute
+	day    = 24 * hour
 	maxI64 = "9223372036854775807"
 )
 
@@ -23,8 +25,13 @@ var Broker = define(
 	minimum(Def{Name: "default.replication.factor", Type: TypeShort, Default: "1", Doc: "Replication factor of auto-created topics."}, 1),
 	Def{Name: "auto.create.topics.enable", Type: TypeBoolean, Default: "true", Doc: "Create topics on Metadata and Produce requests for unknown topics."},
 	minimum(Def{Name: "log.segment.bytes", Type: TypeInt, Default: "1073741824", Unit: "bytes", Doc: "Segment size before rolling."}, 14),
-	minimum(Def{Name: "log.roll.ms", Type: TypeLong, Default: strconv.Itoa(7 * day), Unit: "ms", Doc: "Segment age before rolling."}, 1),
-	Def{Name: "log.retention.ms", Type: TypeLong, Default: strconv.Itoa(7 * day), Unit: "ms", Doc: "Time to keep a segment; -1 keeps forever."},
+	minimum(Def{Name: "log.roll.ms", Type: TypeLong, Default: strconv.Itoa(7 * day), Unit: "ms", Fallback: []Scaled{{"log.roll.hours", hour}},
+		Doc: "Segment age before rolling. Precedence as in Kafka: log.roll.ms, else log.roll.hours."}, 1),
+	minimum(Def{Name: "log.roll.hours", Type: TypeInt, Default: "168", Unit: "hours", Doc: "Segment age before rolling, used when log.roll.ms is unset."}, 1),
+	Def{Name: "log.retention.ms", Type: TypeLong, Default: strconv.Itoa(7 * day), Unit: "ms", Fallback: []Scaled{{"log.retention.minutes", minute}, {"log.retention.hours", hour}}, Unlimited: true,
+		Doc: "Time to keep a segment; -1 (any negative value) keeps forever, 0 is refused. Precedence as in Kafka: log.retention.ms, else log.retention.minutes, else log.retention.hours."},
+	Def{Name: "log.retention.minutes", Type: TypeInt, NoDefault: true, Unit: "min", Doc: "Time to keep a segment, used when log.retention.ms is unset; wins over log.retention.hours."},
+	Def{Name: "log.retention.hours", Type: TypeInt, Default: "168", Unit: "hours", Doc: "Time to keep a segment, used when log.retention.ms and log.retention.minutes are unset (Kafka's stock server.properties sets it)."},
 	Def{Name: "log.retention.bytes", Type: TypeLong, Default: "-1", Unit: "bytes", Doc: "Size to keep per partition; -1 is unlimited."},
 	Def{Name: "log.cleaner.enable", Type: TypeBoolean, Default: "true", Doc: "Run the log cleaner for topics with cleanup.policy=compact."},
 	minimum(Def{Name: "log.cleaner.backoff.ms", Type: TypeLong, Default: "15000", Unit: "ms", Doc: "Sleep between log cleaner rounds."}, 1),
