@@ -512,8 +512,9 @@ func TestEdgeLargeRecords(t *testing.T) {
 }
 
 // TestEdgeRestartAfterStopFromKmirror (spec sections 4, 6 and 16): a mirror topic stopped
-// (epoch raised to 10) and started again from a kmirror source is truncated to 0 by
-// LOG_ALIGNMENT; its leader epoch stays 10, and the fetches send the epoch of the last
+// (epoch raised to 10) and started again from a kmirror source is truncated by
+// LOG_ALIGNMENT to the last mirror position it recorded at the failover (offset 5: only
+// the MIRROR_PID_RESET goes); its leader epoch stays 10, and the fetches send the epoch of the last
 // batch in the log as LastFetchedEpoch, not the raised epoch the source never used (which
 // the source would answer with DivergingEpoch forever): the mirror catches up again.
 func TestEdgeRestartAfterStopFromKmirror(t *testing.T) {
@@ -542,7 +543,7 @@ func TestEdgeRestartAfterStopFromKmirror(t *testing.T) {
 	if got := l.LatestEpoch(); got < raised {
 		t.Fatalf("leader epoch %d after the restart, was %d", got, raised)
 	}
-	if d := eb.describe("m1", "ep")[0]; d.TruncatedOffset != 0 {
+	if d := eb.describe("m1", "ep")[0]; d.TruncatedOffset != 5 || d.TruncatedRecords != 1 {
 		t.Fatalf("truncation report: %+v", d)
 	}
 }

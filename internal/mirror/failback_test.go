@@ -175,7 +175,9 @@ func kmsgCreateTopic(name string, partitions int32) *kmsg.CreateTopicsRequest {
 }
 
 // TestMirrorLoop: A mirrors from B while B mirrors the same topic from A: A's partition
-// fails non-retryably in LOG_ALIGNMENT and A's log is left untouched.
+// fails non-retryably in LOG_ALIGNMENT and A's log is left untouched. StartMirrorTopics
+// refuses such a start (TestStartRefusesLoop), so A records the desired state directly,
+// as two starts racing on both clusters would.
 func TestMirrorLoop(t *testing.T) {
 	a, b := startBroker(t), startBroker(t)
 	acl := a.client()
@@ -191,7 +193,12 @@ func TestMirrorLoop(t *testing.T) {
 
 	ea := a.env()
 	ea.createMirror("from-b", b.b.Addr())
-	ea.startTopics("from-b", "orders")
+	tt := a.b.Metadata().Image().Topics["orders"]
+	st := &sourceTopic{name: "orders", id: tt.ID, partitions: make([]kmsg.MetadataResponseTopicPartition, tt.Partitions)}
+	if err := a.m.startTopic(context.Background(), "from-b", st, nil); err != nil {
+		t.Fatal(err)
+	}
+	a.m.reconcile()
 	ea.waitState("from-b", "orders", mirrorproto.StateFailed)
 	d := ea.describe("from-b", "orders")[0]
 	if d.RetryAttempt != mirrorproto.RetryAttemptNonRetryable || d.ErrorMessage == nil || !strings.Contains(*d.ErrorMessage, "Mirror loop") {

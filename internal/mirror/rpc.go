@@ -126,9 +126,11 @@ func (m *Manager) mirrorSource(mir *metadata.Mirror) (*source, *mirrorConfig, er
 // IncludePatterns (anchored regexes) are resolved against the source topic list, minus
 // ExcludePatterns, topics.exclude and internal topics (__*); missing destination topics
 // are created with the source topic ID and partition count and the desired state is
-// MIRRORING. Per-topic errors: UNKNOWN_TOPIC_OR_PARTITION, TOPIC_ALREADY_IN_CLUSTER_MIRROR,
+// MIRRORING. A pattern never matches a STOPPED topic of the mirror (failed over: only
+// its exact name starts it again) nor a topic the source mirrors from this cluster (a
+// loop). Per-topic errors: UNKNOWN_TOPIC_OR_PARTITION, TOPIC_ALREADY_IN_CLUSTER_MIRROR,
 // TOPIC_ALREADY_EXISTS (same name, another topic ID), INVALID_PARTITIONS,
-// MIRROR_TOPIC_BEING_STOPPED; top level: UNKNOWN_CLUSTER_MIRROR, INVALID_REQUEST (bad
+// MIRROR_TOPIC_BEING_STOPPED, INVALID_CLUSTER_MIRROR_STATES (a loop); top level: UNKNOWN_CLUSTER_MIRROR, INVALID_REQUEST (bad
 // regex), INVALID_CLUSTER_MIRROR_STATES (StateValidationOffset), NETWORK_EXCEPTION.
 func (m *Manager) StartMirrorTopics(ctx context.Context, req *mirrorproto.StartMirrorTopicsRequest) *mirrorproto.StartMirrorTopicsResponse {
 	resp := &mirrorproto.StartMirrorTopicsResponse{Versioned: req.Versioned}
@@ -160,6 +162,10 @@ func (m *Manager) StartMirrorTopics(ctx context.Context, req *mirrorproto.StartM
 	if err != nil {
 		return fail(kerr.NetworkException.Code, "cannot list the source topics at %s: %v", strings.Join(cfg.bootstrap, ","), err)
 	}
+	loops, err := src.loopTopics(rctx, m.local.ClusterID())
+	if err != nil {
+		return fail(kerr.NetworkException.Code, "cannot ask the source at %s which topics it mirrors from this cluster: %v", strings.Join(cfg.bootstrap, ","), err)
+	}
 	excluded := func(name string) bool {
 		return isInternal(name) || matchAny(cfg.exclude, name) || matchAny(exclude, name)
 	}
@@ -188,6 +194,8 @@ func (m *Manager) StartMirrorTopics(ctx context.Context, req *mirrorproto.StartM
 			results[name] = topicErr(name, kerr.InvalidRequest.Code, "topic %s is excluded from mirroring (internal topic or topics.exclude)", name)
 		case t.NumPartitions > 0 && int(t.NumPartitions) != len(st.partitions):
 			results[name] = topicErr(name, kerr.InvalidPartitions.Code, "topic %s has %d partitions on the source, not %d", name, len(st.partitions), t.NumPartitions)
+		case loops[name] != "":
+			results[name] = topicErr(name, mirrorproto.InvalidClusterMirrorStates, "%s; stop it there first", loops[name])
 		}
 	}
 	if len(include) > 0 {
@@ -200,8 +208,20 @@ func (m *Manager) StartMirrorTopics(ctx context.Context, req *mirrorproto.StartM
 			if seen[n] || !matchAny(include, n) || excluded(n) {
 				continue
 			}
-			if lt, ok := im.Topics[n]; ok && lt.Mirror != nil && lt.Mirror.MirrorName != mir.Name {
-				continue // a pattern never steals another mirror's topic
+			if lt, ok := im.Topics[n]; ok && lt.Mirror != nil {
+				if lt.Mirror.MirrorName != mir.Name {
+					continue // a pattern never steals another mirror's topic
+				}
+				if lt.Mirror.Desired == metadata.DesiredStopped {
+					// Failed over: the topic is a primary now, and starting it again
+					// truncates what was written since. Only its exact name does that.
+					m.log.Info("mirror: a start pattern leaves a STOPPED topic alone (name it to mirror it again)", "mirror", mir.Name, "topic", n)
+					continue
+				}
+			}
+			if reason := loops[n]; reason != "" {
+				m.log.Info("mirror: a start pattern leaves out a topic the source mirrors from this cluster", "mirror", mir.Name, "topic", n, "reason", reason)
+				continue
 			}
 			seen[n] = true
 			order = append(order, n)

@@ -426,12 +426,13 @@ func (r *mirrorRT) align(p *partition) {
 		return
 	}
 	aligned, leo, logStart := p.st.Aligned, l.LogEndOffset(), l.LogStartOffset()
+	ownLME, ownLMO := p.st.LastMirrorEpoch, p.st.LastMirrorOffset
 	p.mu.Unlock()
 
 	ctx, cancel := context.WithTimeout(r.ctx, r.cfg.requestTimeout)
 	defer cancel()
 	ourCID := r.m.local.ClusterID()
-	resp, err := r.src.describeMirrors(ctx, ourCID, p.topicID, []int32{p.index})
+	resp, err := r.src.describeMirrors(ctx, ourCID, []mirrorproto.DescribeClusterMirrorsLookup{{TopicID: p.topicID, Partitions: []int32{p.index}}})
 	oneWay := errors.Is(err, errNoMirrorSupport)
 	lookupErr := err
 	if err != nil && !oneWay {
@@ -518,12 +519,18 @@ func (r *mirrorRT) align(p *partition) {
 		target := int64(0)
 		why := "no last mirror position on the source: local data cannot be trusted"
 		switch {
-		case oneWay:
-			why = "the source cannot answer the failback lookup (one-way mirroring)"
-			r.m.log.Warn("mirror: one-way mirroring, truncating the local log to 0", "mirror", r.name, "partition", p.String(), "reason", lookupErr)
 		case lme >= 0 && lmo >= 0:
 			target = failbackTarget(l, lme, lmo)
 			why = fmt.Sprintf("failback to the last mirror position (epoch %d, offset %d)", lme, lmo)
+		case ownLMO >= 0:
+			// Restarted after this cluster's own failover from this source: the log up
+			// to the position this mirror recorded then is the source's history (a later
+			// divergence of the source comes back as DivergingEpoch on the first fetch).
+			target = failbackTarget(l, ownLME, ownLMO)
+			why = fmt.Sprintf("restarted after this cluster's failover: back to the last mirror position it recorded (epoch %d, offset %d)", ownLME, ownLMO)
+		case oneWay:
+			why = "the source cannot answer the failback lookup (one-way mirroring)"
+			r.m.log.Warn("mirror: one-way mirroring, truncating the local log to 0", "mirror", r.name, "partition", p.String(), "reason", lookupErr)
 		}
 		if err := p.truncateTo(l, target, why); err != nil {
 			p.fail("LOG_ALIGNMENT truncation: "+err.Error(), false)

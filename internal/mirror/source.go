@@ -161,11 +161,11 @@ func (s *source) listOffset(ctx context.Context, topic string, partition int32, 
 var errNoMirrorSupport = errors.New("the source does not serve DescribeClusterMirrors (not a kmirror cluster)")
 
 // describeMirrors sends DescribeClusterMirrors (all mirrors) to the source with our
-// cluster ID and last-mirror-position lookups for topic ID/partitions.
-func (s *source) describeMirrors(ctx context.Context, ourClusterID string, id metadata.TopicID, partitions []int32) (*mirrorproto.DescribeClusterMirrorsResponse, error) {
+// cluster ID and the given last-mirror-position lookups (nil: none).
+func (s *source) describeMirrors(ctx context.Context, ourClusterID string, lookups []mirrorproto.DescribeClusterMirrorsLookup) (*mirrorproto.DescribeClusterMirrorsResponse, error) {
 	req := &mirrorproto.DescribeClusterMirrorsRequest{
 		ClusterID:              &ourClusterID,
-		LastMirrorEpochLookups: []mirrorproto.DescribeClusterMirrorsLookup{{TopicID: id, Partitions: partitions}},
+		LastMirrorEpochLookups: lookups,
 	}
 	kresp, err := s.cl.Request(ctx, req)
 	if err != nil {
@@ -185,6 +185,46 @@ func (s *source) describeMirrors(ctx context.Context, ourClusterID string, id me
 		return nil, mirrorproto.ErrorFor(resp.ErrorCode, resp.ErrorMessage)
 	}
 	return resp, nil
+}
+
+// loopTopics returns the source topics that a mirror on the source mirrors from this
+// cluster (ourClusterID) in a state other than STOPPED, by name, each with a one-line
+// reason: starting one would make a mirror loop (spec section 4, LOG_ALIGNMENT step 1).
+// A topic listed with no partition yet is being started there and counts too. A source
+// without the mirror RPCs (Apache Kafka, Redpanda) mirrors nothing: an empty map.
+func (s *source) loopTopics(ctx context.Context, ourClusterID string) (map[string]string, error) {
+	resp, err := s.describeMirrors(ctx, ourClusterID, nil)
+	if errors.Is(err, errNoMirrorSupport) {
+		return map[string]string{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return loopsIn(resp, ourClusterID), nil
+}
+
+// loopsIn picks loopTopics' answer out of a DescribeClusterMirrors response.
+func loopsIn(resp *mirrorproto.DescribeClusterMirrorsResponse, ourClusterID string) map[string]string {
+	loops := map[string]string{}
+	for _, sm := range resp.Mirrors {
+		if sm.ErrorCode != 0 || sm.SourceClusterID != ourClusterID {
+			continue
+		}
+		for _, st := range sm.Topics {
+			state := mirrorproto.StateUnknown
+			for _, sp := range st.Partitions {
+				if sp.State != mirrorproto.StateStopped {
+					state = sp.State
+					break
+				}
+				state = sp.State
+			}
+			if state != mirrorproto.StateStopped {
+				loops[st.TopicName] = fmt.Sprintf("mirror loop: the source mirrors %s from this cluster (mirror %s, %s)", st.TopicName, sm.MirrorName, state)
+			}
+		}
+	}
+	return loops
 }
 
 // isUnsupported reports a request the source cannot handle: franz-go refuses keys the

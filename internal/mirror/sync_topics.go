@@ -14,7 +14,9 @@ import (
 // topics.exclude now matches are stopped (the failover sequence of section 5), and source
 // topics matching topics.include, not topics.exclude and not internal (__*), that no
 // mirror holds yet, are started with their source configs. A stopped topic keeps its
-// mirror association and is therefore never rediscovered.
+// mirror association and is therefore never rediscovered; neither is a source topic that
+// the source mirrors from this cluster (a loop), and nothing is discovered once the source
+// cluster ID changed.
 func (r *mirrorRT) syncTopics(ctx context.Context, mir *metadata.Mirror, src *source, cfg *mirrorConfig) error {
 	im := r.m.local.Metadata().Image()
 	var stop []string
@@ -47,6 +49,10 @@ func (r *mirrorRT) syncTopics(ctx context.Context, mir *metadata.Mirror, src *so
 		if err != nil {
 			return fmt.Errorf("list the source topics: %w", err)
 		}
+		if mir.SourceClusterID != "" && all.clusterID != "" && all.clusterID != mir.SourceClusterID {
+			// the runner fails the mirror's partitions; new topics would only fail too
+			return fmt.Errorf("topic discovery skipped: the source cluster ID changed from %s to %s", mir.SourceClusterID, all.clusterID)
+		}
 		var found []string
 		for name := range all.topics {
 			if !matchAny(cfg.include, name) || matchAny(cfg.exclude, name) || isInternal(name) {
@@ -58,6 +64,21 @@ func (r *mirrorRT) syncTopics(ctx context.Context, mir *metadata.Mirror, src *so
 			found = append(found, name)
 		}
 		sort.Strings(found)
+		if len(found) > 0 {
+			// A topic the source mirrors from this cluster (e.g. deleted here after a
+			// switchover while the other side still mirrors it) would make a loop.
+			loops, err := src.loopTopics(ctx, r.m.local.ClusterID())
+			if err != nil {
+				return fmt.Errorf("ask the source which topics it mirrors from this cluster: %w", err)
+			}
+			kept := found[:0]
+			for _, name := range found {
+				if loops[name] == "" {
+					kept = append(kept, name)
+				}
+			}
+			found = kept
+		}
 		if len(found) > 0 {
 			configs := r.m.creationConfigs(ctx, src, cfg, found)
 			for _, name := range found {

@@ -1,0 +1,155 @@
+package mirror
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/kmirror/kmirror/internal/metadata"
+	"github.com/kmirror/kmirror/internal/mirrorproto"
+)
+
+// TestStartPatternLeavesStoppedTopics: after a failover on D, a start pattern meant to
+// add a new topic leaves the failed-over topic alone (it is the primary now, with writes
+// the source never had); naming it exactly re-attaches it, and LOG_ALIGNMENT then keeps
+// what D mirrored up to its own failover instead of truncating to 0.
+func TestStartPatternLeavesStoppedTopics(t *testing.T) {
+	c, d := startBroker(t), startBroker(t)
+	ccl, dcl := c.client(), d.client()
+	createTopicOn(t, ccl, "t1", 1)
+	produceN(t, ccl, "t1", 0, 0, 10)
+	ed := d.env()
+	ed.createMirror("mm", c.b.Addr())
+	ed.startTopics("mm", ".*")
+	ed.waitCaughtUp(ccl, "mm", "t1")
+	ed.stopTopics("mm", "t1") // failover
+	produceN(t, dcl, "t1", 0, 0, 5)
+	before := d.log("t1", 0)
+
+	createTopicOn(t, ccl, "t2", 1)
+	produceN(t, ccl, "t2", 0, 0, 3)
+	ed.startTopics("mm", ".*") // meant to add t2
+	ed.waitCaughtUp(ccl, "mm", "t2")
+	if tt := d.b.Metadata().Image().Topics["t1"]; tt.Mirror == nil || tt.Mirror.Desired != metadata.DesiredStopped {
+		t.Fatalf("t1 after the pattern start: %+v", tt.Mirror)
+	}
+	if ok, msg := d.m.CheckWrite("t1", 0, OpProduce); !ok {
+		t.Fatalf("t1 must stay writable: %s", msg)
+	}
+	sameBatches(t, "t1 on D after the pattern start", before, d.log("t1", 0))
+
+	// the exact name re-attaches it: back to D's own last mirror position, offset 10
+	ed.startTopics("mm", "t1")
+	ed.waitCaughtUp(ccl, "mm", "t1")
+	sameBatches(t, "t1 on D after re-attaching", sourceBatches(t, ccl, "t1", 0), d.log("t1", 0))
+	p := ed.describe("mm", "t1")[0]
+	if p.TruncatedOffset != 10 || p.TruncatedRecords != 6 { // 5 records + MIRROR_PID_RESET
+		t.Fatalf("truncation report: truncated to %d, %d records; want 10 and 6", p.TruncatedOffset, p.TruncatedRecords)
+	}
+}
+
+// TestStartRefusesLoop: starting a topic that the source mirrors from this cluster is
+// refused at once with the reason, and a pattern leaves it out; the topic stays an
+// ordinary writable topic with its log untouched.
+func TestStartRefusesLoop(t *testing.T) {
+	a, b := startBroker(t), startBroker(t)
+	acl := a.client()
+	createTopicOn(t, acl, "orders", 1)
+	produceN(t, acl, "orders", 0, 0, 1)
+	eb := b.env()
+	eb.createMirror("from-a", a.b.Addr())
+	eb.startTopics("from-a", "orders")
+	eb.waitCaughtUp(acl, "from-a", "orders")
+	before := a.log("orders", 0)
+
+	ea := a.env()
+	ea.createMirror("from-b", b.b.Addr())
+	req := mirrorproto.NewStartMirrorTopicsRequest()
+	req.MirrorName = "from-b"
+	req.Topics = []mirrorproto.StartMirrorTopicsRequestTopic{{TopicName: "orders"}}
+	resp := a.m.StartMirrorTopics(ctxT(t), req)
+	if resp.ErrorCode != 0 || len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != mirrorproto.InvalidClusterMirrorStates ||
+		resp.Topics[0].ErrorMessage == nil || !strings.Contains(*resp.Topics[0].ErrorMessage, "mirror loop") {
+		t.Fatalf("start of a looping topic: %+v", resp)
+	}
+	req = mirrorproto.NewStartMirrorTopicsRequest()
+	req.MirrorName = "from-b"
+	req.IncludePatterns = []string{".*"}
+	if resp := a.m.StartMirrorTopics(ctxT(t), req); resp.ErrorCode != 0 || len(resp.Topics) != 0 {
+		t.Fatalf("pattern start: %+v", resp)
+	}
+	if tt := a.b.Metadata().Image().Topics["orders"]; tt.Mirror != nil {
+		t.Fatalf("orders became a mirror topic on A: %+v", tt.Mirror)
+	}
+	if ok, msg := a.m.CheckWrite("orders", 0, OpProduce); !ok {
+		t.Fatalf("orders must stay writable on A: %s", msg)
+	}
+	sameBatches(t, "orders on A", before, a.log("orders", 0))
+}
+
+// TestDiscoverySkipsLoop: after a switchover both clusters' mirrors carry the same
+// include pattern; a topic deleted on the primary A, which B still mirrors from A, is not
+// rediscovered on A from B (that would bring it back read-only and make a loop).
+func TestDiscoverySkipsLoop(t *testing.T) {
+	a, b := startBroker(t), startBroker(t)
+	acl := a.client()
+	createTopicOn(t, acl, "app.new", 1)
+	produceN(t, acl, "app.new", 0, 0, 2)
+	eb := b.env()
+	eb.createMirror("from-a", a.b.Addr(), "topics.include", `app\..*`)
+	eb.startTopics("from-a", `app\..*`)
+	eb.waitCaughtUp(acl, "from-a", "app.new")
+	ea := a.env()
+	ea.createMirror("from-b", b.b.Addr(), "topics.include", `app\..*`)
+	waitSynced(t, a, "from-b", TaskTopicDiscovery)
+
+	if _, err := kadm.NewClient(acl).DeleteTopics(context.Background(), "app.new"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, func() string { return "app.new still on A" }, func() bool { return a.b.Metadata().Image().Topics["app.new"] == nil })
+	waitSynced(t, a, "from-b", TaskTopicDiscovery)
+	waitSynced(t, a, "from-b", TaskTopicDiscovery)
+	if tt := a.b.Metadata().Image().Topics["app.new"]; tt != nil {
+		t.Fatalf("app.new rediscovered on A from B: %+v", tt.Mirror)
+	}
+}
+
+// TestDiscoveryStopsOnClusterIDChange: once the source answers with another cluster ID
+// (wiped and restarted), topic discovery creates nothing and reports the change.
+func TestDiscoveryStopsOnClusterIDChange(t *testing.T) {
+	a, b := startBroker(t), startBroker(t)
+	acl := a.client()
+	createTopicOn(t, acl, "app.one", 1)
+	eb := b.env()
+	eb.createMirror("from-a", a.b.Addr(), "topics.include", `app\..*`)
+	eventually(t, func() string { return "app.one not discovered" }, func() bool { return b.b.Metadata().Image().Topics["app.one"] != nil })
+
+	a.stop()
+	a.props["log.dirs"] = t.TempDir() // a new, empty cluster on the same address
+	a.start()
+	createTopicOn(t, a.client(), "app.two", 3)
+	waitSyncError(t, b, "from-a", TaskTopicDiscovery, "cluster ID changed")
+	if tt := b.b.Metadata().Image().Topics["app.two"]; tt != nil {
+		t.Fatalf("app.two discovered from a cluster with another ID: %+v", tt)
+	}
+}
+
+// waitSyncError waits until task of mirror on kb reports a failed run whose error
+// contains want.
+func waitSyncError(t *testing.T, kb *kbroker, mirror, task, want string) {
+	t.Helper()
+	eventually(t, func() string { return mirror + " " + task + ": no error containing " + want }, func() bool {
+		r := kb.m.runner(mirror)
+		if r == nil {
+			return false
+		}
+		for _, st := range r.status.snapshot() {
+			if st.Task == task && st.LastError != nil && strings.Contains(*st.LastError, want) {
+				return true
+			}
+		}
+		return false
+	})
+}
