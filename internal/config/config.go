@@ -72,21 +72,13 @@ func (d *Def) Validate(v string) error {
 			return bad("expected true or false")
 		}
 	case TypeInt, TypeShort, TypeLong:
-		bits := 64
-		if d.Type == TypeInt {
-			bits = 32
-		} else if d.Type == TypeShort {
-			bits = 16
-		}
-		n, err := strconv.ParseInt(v, 10, bits)
+		lo, hi := d.IntRange()
+		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
-			return bad("expected an integer")
+			return bad(strings.TrimSpace("expected an integer " + rangeText(lo, hi)))
 		}
-		if d.MinSet && float64(n) < d.Min {
-			return bad(fmt.Sprintf("value must be at least %v", d.Min))
-		}
-		if d.MaxSet && float64(n) > d.Max {
-			return bad(fmt.Sprintf("value must be at most %v", d.Max))
+		if n < lo || n > hi {
+			return bad("value must be " + rangeText(lo, hi))
 		}
 	case TypeDouble:
 		f, err := strconv.ParseFloat(v, 64)
@@ -94,7 +86,7 @@ func (d *Def) Validate(v string) error {
 			return bad("expected a number")
 		}
 		if d.MinSet && f < d.Min {
-			return bad(fmt.Sprintf("value must be at least %v", d.Min))
+			return bad(fmt.Sprintf("value must be at least %g", d.Min))
 		}
 	case TypeList:
 		if len(d.Valid) > 0 {
@@ -110,6 +102,40 @@ func (d *Def) Validate(v string) error {
 		}
 	}
 	return nil
+}
+
+// IntRange returns the inclusive bounds of an integer key: its Min/Max where set, else
+// those of its type (Kafka's INT is 32-bit, SHORT 16-bit, LONG 64-bit).
+func (d *Def) IntRange() (lo, hi int64) {
+	switch d.Type {
+	case TypeInt:
+		lo, hi = math.MinInt32, math.MaxInt32
+	case TypeShort:
+		lo, hi = math.MinInt16, math.MaxInt16
+	default:
+		lo, hi = math.MinInt64, math.MaxInt64
+	}
+	if d.MinSet && d.Min > float64(lo) {
+		lo = int64(d.Min)
+	}
+	if d.MaxSet && d.Max < float64(hi) {
+		hi = int64(d.Max)
+	}
+	return lo, hi
+}
+
+// rangeText words [lo, hi] for messages, leaving out the 64-bit limits:
+// "between 1 and 2147483647", "at least 1", or "" for any 64-bit integer.
+func rangeText(lo, hi int64) string {
+	switch {
+	case lo > math.MinInt64 && hi < math.MaxInt64:
+		return fmt.Sprintf("between %d and %d", lo, hi)
+	case lo > math.MinInt64:
+		return fmt.Sprintf("at least %d", lo)
+	case hi < math.MaxInt64:
+		return fmt.Sprintf("at most %d", hi)
+	}
+	return ""
 }
 
 func contains(list []string, s string) bool {

@@ -91,3 +91,35 @@ log.retention.check.interval.ms=300000
 		t.Errorf("log.retention.ms = %d, want 48 hours", got)
 	}
 }
+
+// TestValidateNamesRange checks that an integer error names the key, the value and the
+// allowed range, the type's own limits included for INT and SHORT.
+func TestValidateNamesRange(t *testing.T) {
+	cases := []struct {
+		set  Set
+		key  string
+		val  string
+		want string
+	}{
+		{Broker, "num.partitions", "0", `invalid value "0" for configuration num.partitions: value must be between 1 and 2147483647`},
+		{Broker, "num.partitions", "3000000000", `invalid value "3000000000" for configuration num.partitions: value must be between 1 and 2147483647`},
+		{Broker, "num.partitions", "x", `invalid value "x" for configuration num.partitions: expected an integer between 1 and 2147483647`},
+		{Broker, "default.replication.factor", "40000", `invalid value "40000" for configuration default.replication.factor: value must be between 1 and 32767`},
+		{Broker, "mirror.metadata.refresh.interval.ms", "0", `invalid value "0" for configuration mirror.metadata.refresh.interval.ms: value must be between 1 and 86400000`},
+		{Broker, "log.flush.interval.messages", "0", `invalid value "0" for configuration log.flush.interval.messages: value must be at least 1`},
+		{Broker, "log.retention.ms", "forever", `invalid value "forever" for configuration log.retention.ms: expected an integer`},
+		{Mirror, "fetch.max.bytes", " -5 ", `invalid value "-5" for configuration fetch.max.bytes: value must be between 1 and 2147483647`},
+		{Topic, "segment.bytes", "13", `invalid value "13" for configuration segment.bytes: value must be between 14 and 2147483647`},
+	}
+	for _, c := range cases {
+		err := c.set[c.key].Validate(c.val)
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%s=%q: %v, want %s", c.key, c.val, err, c.want)
+		}
+	}
+	for _, ok := range []string{"1", "2147483647"} {
+		if err := Broker["num.partitions"].Validate(ok); err != nil {
+			t.Errorf("num.partitions=%s: %v", ok, err)
+		}
+	}
+}

@@ -311,20 +311,20 @@ func parseMirrorConfig(raw map[string]string) (*mirrorConfig, error) {
 			return nil, fmt.Errorf("%s needs %s or %s/%s", c.securityProtocol, cfgSASLJaas, cfgSASLUsername, cfgSASLPassword)
 		}
 	}
-	ints := []struct {
+	// numeric configs: ranges from config.Mirror; an error names the key, the value and
+	// the allowed range (Kafka's ConfigDef.Range message)
+	for _, f := range []struct {
 		name string
 		dst  *int32
-		min  int64
 	}{
-		{cfgFetchWaitMax, &c.fetchWaitMaxMs, 0},
-		{cfgFetchMinBytes, &c.fetchMinBytes, 0},
-		{cfgFetchMaxBytes, &c.fetchMaxBytes, 1},
-		{cfgFetchRespMax, &c.fetchRespMax, 1},
-	}
-	for _, f := range ints {
-		v, err := strconv.ParseInt(strings.TrimSpace(c.get(f.name)), 10, 32)
-		if err != nil || v < f.min {
-			return nil, fmt.Errorf("%s %q is not a valid integer", f.name, c.get(f.name))
+		{cfgFetchWaitMax, &c.fetchWaitMaxMs},
+		{cfgFetchMinBytes, &c.fetchMinBytes},
+		{cfgFetchMaxBytes, &c.fetchMaxBytes},
+		{cfgFetchRespMax, &c.fetchRespMax},
+	} {
+		v, err := c.intConfig(f.name)
+		if err != nil {
+			return nil, err
 		}
 		*f.dst = int32(v)
 	}
@@ -332,9 +332,9 @@ func parseMirrorConfig(raw map[string]string) (*mirrorConfig, error) {
 		name string
 		dst  *time.Duration
 	}{{cfgRequestTimeout, &c.requestTimeout}, {cfgFetchBackoff, &c.fetchBackoff}} {
-		v, err := strconv.ParseInt(strings.TrimSpace(c.get(f.name)), 10, 64)
-		if err != nil || v < 0 {
-			return nil, fmt.Errorf("%s %q is not a valid duration in ms", f.name, c.get(f.name))
+		v, err := c.intConfig(f.name)
+		if err != nil {
+			return nil, err
 		}
 		*f.dst = time.Duration(v) * time.Millisecond
 	}
@@ -372,6 +372,17 @@ func parseMirrorConfig(raw map[string]string) (*mirrorConfig, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// intConfig returns an integer mirror config, checked against its range in config.Mirror:
+// `invalid value "-5" for configuration fetch.max.bytes: value must be between 1 and
+// 2147483647`.
+func (c *mirrorConfig) intConfig(name string) (int64, error) {
+	v := strings.TrimSpace(c.get(name))
+	if err := config.Mirror[name].Validate(v); err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(v, 10, 64)
 }
 
 func parseISOTime(s string) (time.Time, error) {

@@ -1,0 +1,66 @@
+package mirror
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/kmirror/kmirror/internal/config"
+	"github.com/kmirror/kmirror/internal/mirrorproto"
+)
+
+// TestMirrorConfigNumericRanges checks every numeric mirror config: a value out of its
+// range or not a number is refused with one line naming the key, the value and the range,
+// and the range's ends are accepted.
+func TestMirrorConfigNumericRanges(t *testing.T) {
+	var numeric []string
+	for _, n := range config.Mirror.Names() {
+		switch config.Mirror[n].Type {
+		case config.TypeInt, config.TypeShort, config.TypeLong:
+			numeric = append(numeric, n)
+		}
+	}
+	if len(numeric) < 6 {
+		t.Fatalf("numeric mirror configs %v: expected at least the six of spec section 11", numeric)
+	}
+	for _, name := range numeric {
+		lo, hi := config.Mirror[name].IntRange()
+		rng := fmt.Sprintf("between %d and %d", lo, hi)
+		for _, bad := range []string{fmt.Sprint(lo - 1), fmt.Sprint(hi + 1), "-5", "abc", "1.5"} {
+			if bad == "-5" && lo <= -5 {
+				continue
+			}
+			_, err := parseMirrorConfig(map[string]string{cfgBootstrap: "src:9092", name: bad})
+			if err == nil {
+				t.Errorf("%s=%s accepted", name, bad)
+				continue
+			}
+			msg := err.Error()
+			if strings.Contains(msg, "\n") || !strings.Contains(msg, name) || !strings.Contains(msg, fmt.Sprintf("%q", bad)) || !strings.Contains(msg, rng) {
+				t.Errorf("%s=%s: %q does not name the key, the value and the range %q", name, bad, msg, rng)
+			}
+		}
+		for _, ok := range []int64{lo, hi} {
+			if _, err := parseMirrorConfig(map[string]string{cfgBootstrap: "src:9092", name: fmt.Sprint(ok)}); err != nil {
+				t.Errorf("%s=%d refused: %v", name, ok, err)
+			}
+		}
+	}
+	if lo, _ := config.Mirror[cfgFetchMaxBytes].IntRange(); lo != 1 {
+		t.Errorf("fetch.max.bytes lower bound %d, want 1", lo)
+	}
+}
+
+// TestCreateMirrorRangeMessage sends the tester's fetch.max.bytes=-5 to a real mirror
+// manager: INVALID_CONFIG with the range, before any source connection.
+func TestCreateMirrorRangeMessage(t *testing.T) {
+	e := newEnv(t)
+	resp := e.m.CreateClusterMirror(ctxT(t), &mirrorproto.CreateClusterMirrorRequest{MirrorName: "m",
+		Config: []mirrorproto.CreateClusterMirrorRequestConfig{{Name: "bootstrap.servers", Value: "127.0.0.1:1"}, {Name: "mirror.fetch.max.bytes", Value: "-5"}}})
+	want := `invalid value "-5" for configuration fetch.max.bytes: value must be between 1 and 2147483647`
+	if resp.ErrorCode != kerr.InvalidConfig.Code || resp.ErrorMessage == nil || *resp.ErrorMessage != want {
+		t.Fatalf("error %d %v, want INVALID_CONFIG %q", resp.ErrorCode, mirrorproto.ErrorFor(resp.ErrorCode, resp.ErrorMessage), want)
+	}
+}
