@@ -257,13 +257,29 @@ type mirrorConfig struct {
 	startTimeMs      int64
 }
 
-// normalizeConfigs returns configs with canonical names.
+// normalizeConfigs returns configs with canonical names and values (normalizeValue).
 func normalizeConfigs(in map[string]string) map[string]string {
 	out := make(map[string]string, len(in))
 	for k, v := range in {
-		out[canonicalName(k)] = v
+		k = canonicalName(k)
+		out[k] = normalizeValue(k, v)
 	}
 	return out
+}
+
+// normalizeValue returns the value of a known mirror config as Kafka's ConfigDef.parseType
+// reads it: surrounding whitespace trimmed (secrets too, and nothing else of them), and a
+// LIST split on commas with the whitespace around them, empty entries dropped, joined
+// with ",". Values of keys outside config.Mirror are kept as given.
+func normalizeValue(name, v string) string {
+	d := config.Mirror[name]
+	if d == nil {
+		return v
+	}
+	if d.Type == config.TypeList {
+		return strings.Join(splitList(v), ",")
+	}
+	return strings.TrimSpace(v)
 }
 
 func (c *mirrorConfig) get(name string) string {
@@ -274,9 +290,14 @@ func (c *mirrorConfig) get(name string) string {
 	return d.def
 }
 
-// parseMirrorConfig validates and parses canonical mirror configs. Errors are one-line
-// messages meant for INVALID_CONFIG.
+// parseMirrorConfig validates and parses canonical mirror configs. It first normalizes
+// raw's values in place (normalizeValue), so that a caller that stores raw afterwards
+// (CreateClusterMirror, AlterMirrorConfigs) stores what Kafka's ConfigDef would have
+// parsed. Errors are one-line messages meant for INVALID_CONFIG.
 func parseMirrorConfig(raw map[string]string) (*mirrorConfig, error) {
+	for k, v := range raw {
+		raw[k] = normalizeValue(k, v)
+	}
 	c := &mirrorConfig{raw: raw}
 	for _, s := range strings.Split(c.get(cfgBootstrap), ",") {
 		if s = strings.TrimSpace(s); s != "" {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/internal/config"
 	"github.com/kmirror/kmirror/internal/mirrorproto"
@@ -63,4 +64,84 @@ func TestCreateMirrorRangeMessage(t *testing.T) {
 	if resp.ErrorCode != kerr.InvalidConfig.Code || resp.ErrorMessage == nil || *resp.ErrorMessage != want {
 		t.Fatalf("error %d %v, want INVALID_CONFIG %q", resp.ErrorCode, mirrorproto.ErrorFor(resp.ErrorCode, resp.ErrorMessage), want)
 	}
+}
+
+// TestMirrorConfigValuesTrimmed checks Kafka's ConfigDef.parseType treatment of mirror
+// config values: trimmed, LIST values split on commas with the whitespace around them and
+// empty entries dropped, secrets changed in nothing but their surrounding whitespace.
+func TestMirrorConfigValuesTrimmed(t *testing.T) {
+	raw := map[string]string{
+		cfgBootstrap:                            " a:9092 , b:9092, ",
+		cfgTopicsExclude:                        "__.* ,tmp\\..*,,",
+		cfgFetchMaxBytes:                        " 2048 ",
+		cfgSecurityProtocol:                     "PLAINTEXT ",
+		cfgSASLPassword:                         "  p a ss\t ",
+		cfgStartOffset:                          "latest\t",
+		"ssl.unknown.key":                       " kept as given ",
+		"ssl.endpoint.identification.algorithm": " ",
+	}
+	c, err := parseMirrorConfig(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		cfgBootstrap:                            "a:9092,b:9092",
+		cfgTopicsExclude:                        "__.*,tmp\\..*",
+		cfgFetchMaxBytes:                        "2048",
+		cfgSecurityProtocol:                     "PLAINTEXT",
+		cfgSASLPassword:                         "p a ss",
+		cfgStartOffset:                          "latest",
+		"ssl.unknown.key":                       " kept as given ",
+		"ssl.endpoint.identification.algorithm": "",
+	}
+	for k, w := range want {
+		if raw[k] != w {
+			t.Errorf("%s = %q, want %q", k, raw[k], w)
+		}
+	}
+	if strings.Join(c.bootstrap, ",") != "a:9092,b:9092" || len(c.exclude) != 2 || c.fetchMaxBytes != 2048 {
+		t.Errorf("parsed bootstrap %q, %d exclude patterns, fetch.max.bytes %d", c.bootstrap, len(c.exclude), c.fetchMaxBytes)
+	}
+}
+
+// TestMirrorConfigStoredTrimmed creates a mirror on a real manager from a kfake source with
+// the tester's `bootstrap.servers = HOST:PORT ` and a trailing comma in a list, then alters
+// it: the metadata record and DescribeConfigs hold the trimmed values.
+func TestMirrorConfigStoredTrimmed(t *testing.T) {
+	c, _ := newKfake(t)
+	addr := c.ListenAddrs()[0]
+	e := newEnv(t)
+	e.createMirror("m", addr+" ", "topics.exclude", "__.*, tmp.* ,", "mirror.sasl.password", " secret with inner space ")
+	check := func(when string, want map[string]string) {
+		t.Helper()
+		stored := e.local.Metadata().Image().Mirrors["m"].Configs
+		described := map[string]string{}
+		cfgs, err := e.m.DescribeMirrorConfigs("m")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, cf := range cfgs {
+			if cf.Value != nil {
+				described[cf.Name] = *cf.Value
+			}
+		}
+		for k, w := range want {
+			if stored[k] != w {
+				t.Errorf("%s: stored %s = %q, want %q", when, k, stored[k], w)
+			}
+			if !isSensitive(k) && described[k] != w {
+				t.Errorf("%s: described %s = %q, want %q", when, k, described[k], w)
+			}
+		}
+	}
+	check("create", map[string]string{cfgBootstrap: addr, cfgTopicsExclude: "__.*,tmp.*", cfgSASLPassword: "secret with inner space"})
+	set := func(n, v string) kmsg.IncrementalAlterConfigsRequestResourceConfig {
+		return kmsg.IncrementalAlterConfigsRequestResourceConfig{Name: n, Op: kmsg.IncrementalAlterConfigOpSet, Value: &v}
+	}
+	if err := e.m.AlterMirrorConfigs(ctxT(t), "m", []kmsg.IncrementalAlterConfigsRequestResourceConfig{
+		set("fetch.wait.max.ms", " 250 "), set("groups.exclude", " , g1 ,g2, "),
+	}, false); err != nil {
+		t.Fatal(err)
+	}
+	check("alter", map[string]string{cfgBootstrap: addr, "fetch.wait.max.ms": "250", cfgGroupsExclude: "g1,g2"})
 }
