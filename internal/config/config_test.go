@@ -123,3 +123,23 @@ func TestValidateNamesRange(t *testing.T) {
 		}
 	}
 }
+
+// TestMirrorName checks the canonical spelling and the known flag of mirror config names.
+func TestMirrorName(t *testing.T) {
+	cases := []struct {
+		in, want string
+		known    bool
+	}{
+		{"fetch.max.bytes", "fetch.max.bytes", true},
+		{" mirror.fetch.max.bytes ", "fetch.max.bytes", true},
+		{"mirror.ssl.keystore.key", "ssl.keystore.key", true},
+		{"mirror.ssl.truststore.locaton", "ssl.truststore.locaton", false},
+		{"fech.max.bytes", "fech.max.bytes", false},
+		{"mirror.fech.max.bytes", "mirror.fech.max.bytes", false},
+	}
+	for _, c := range cases {
+		if got, known := MirrorName(c.in); got != c.want || known != c.known {
+			t.Errorf("MirrorName(%q) = %q, %v; want %q, %v", c.in, got, known, c.want, c.known)
+		}
+	}
+}

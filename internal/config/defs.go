@@ -2,6 +2,7 @@ package config
 
 import (
 	"strconv"
+	"strings"
 )
 
 const (
@@ -130,3 +131,16 @@ var Mirror = define(
 	Def{Name: "topic.properties.exclude", Type: TypeList, Default: "follower.replication.throttled.replicas,leader.replication.throttled.replicas,message.timestamp.difference.max.ms,message.timestamp.before.max.ms,message.timestamp.after.max.ms,message.timestamp.type,unclean.leader.election.enable,min.insync.replicas,mirror.replication.throttled.replicas,mirror.support.unclean.leader.election", Doc: "Topic configs never synced (spec §9)."},
 	Def{Name: "start.offset", Type: TypeString, Default: "earliest", Doc: "Where new mirror partitions start: earliest, latest, or an ISO-8601 time."},
 )
+
+// MirrorName returns the canonical spelling of a cluster mirror config name and whether
+// it is a Mirror key. The name is trimmed, and a first-draft "mirror."-prefixed alias loses
+// its prefix when the rest is a Mirror key or an ssl.* / sasl.* name (spec section 11).
+func MirrorName(name string) (canonical string, known bool) {
+	name = strings.TrimSpace(name)
+	if rest, ok := strings.CutPrefix(name, "mirror."); ok {
+		if Mirror[rest] != nil || strings.HasPrefix(rest, "ssl.") || strings.HasPrefix(rest, "sasl.") {
+			name = rest
+		}
+	}
+	return name, Mirror[name] != nil
+}

@@ -209,14 +209,10 @@ func findDef(name string) (configDef, bool) {
 }
 
 // canonicalName maps a mirror config name to its canonical spelling: the first draft's
-// "mirror."-prefixed aliases (spec section 11) lose the prefix.
+// "mirror."-prefixed aliases (spec section 11) lose the prefix (config.MirrorName, which
+// `kmirror mirrors --create` uses too).
 func canonicalName(name string) string {
-	name = strings.TrimSpace(name)
-	if rest, ok := strings.CutPrefix(name, "mirror."); ok {
-		if _, known := findDef(rest); known || strings.HasPrefix(rest, "ssl.") || strings.HasPrefix(rest, "sasl.") {
-			return rest
-		}
-	}
+	name, _ = config.MirrorName(name)
 	return name
 }
 

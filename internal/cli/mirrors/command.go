@@ -13,6 +13,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/kmirror/kmirror/internal/config"
 )
 
 // ExitError is what the command returns after it has printed its one-line
@@ -216,6 +218,19 @@ func regexErr(err error) string {
 	return err.Error()
 }
 
+// unknownMirrorConfigs returns the keys, as written, that are not cluster mirror configs
+// (config.Mirror, with the first draft's "mirror." aliases); unlike the broker's log, an
+// ssl.* or sasl.* key kmirror does not read is named too, as a misspelling.
+func unknownMirrorConfigs(props []Property) []string {
+	var out []string
+	for _, p := range props {
+		if _, known := config.MirrorName(p.Key); !known {
+			out = append(out, p.Key)
+		}
+	}
+	return out
+}
+
 // nonEmpty returns the trimmed non-empty elements of a CSV flag.
 func nonEmpty(v []string) []string {
 	var out []string
@@ -257,6 +272,11 @@ func (o *options) run(cmd *cobra.Command) error {
 		}
 		if len(mirrorProps) == 0 {
 			return fmt.Errorf("--mirror-config %s holds no properties (bootstrap.servers is required)", o.mirrorConfig)
+		}
+		if unknown := unknownMirrorConfigs(mirrorProps); len(unknown) > 0 {
+			// Kafka clients only warn about unknown configs (AbstractConfig.logUnused): the
+			// mirror is still created.
+			fmt.Fprintf(cmd.ErrOrStderr(), "Warning: --mirror-config %s: unknown mirror configs, ignored: %s\n", o.mirrorConfig, strings.Join(unknown, ", "))
 		}
 	}
 	kopts, err := clientOptions(o.bootstrap, props)
