@@ -145,7 +145,12 @@ func (m *Manager) backoff(n int32) time.Duration {
 }
 
 // truncateTo truncates the local log to target for LOG_ALIGNMENT or a source
-// truncation, recording the report (spec section 15). mu held.
+// truncation, recording the report (spec section 15), and raises the leader epoch by one
+// at the new LEO: consumers that read the dropped tail then get FENCED_LEADER_EPOCH, look
+// their position up with OffsetForLeaderEpoch and move to the divergence point (spec
+// section 16, truncation before exposure), as after a Kafka leader change, instead of
+// OFFSET_OUT_OF_RANGE and auto.offset.reset (or, once the log has grown back past their
+// position, silently skipping the records now in the gap). mu held.
 func (p *partition) truncateTo(l *storage.Log, target int64, why string) error {
 	leo := l.LogEndOffset()
 	if target >= leo {
@@ -153,6 +158,9 @@ func (p *partition) truncateTo(l *storage.Log, target int64, why string) error {
 	}
 	if err := p.truncateLog(l, target, target <= l.LogStartOffset()); err != nil {
 		return err
+	}
+	if err := l.AssignEpoch(max(0, l.LatestEpoch())+1, l.LogEndOffset()); err != nil {
+		return fmt.Errorf("raise the leader epoch after truncating: %w", err)
 	}
 	p.st.TruncatedOffset = target
 	p.st.TruncatedRecords = leo - l.LogEndOffset()
