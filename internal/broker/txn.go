@@ -67,7 +67,24 @@ func (b *Broker) startTxnCoordinator() error {
 // single-node stand-in for WriteTxnMarkers).
 type markerWriter struct{ b *Broker }
 
+// opWriteMarker is mirror.OpProduce (the broker does not import the mirror package): a
+// marker may go where a produce may.
+const opWriteMarker = "produce"
+
 func (w markerWriter) WriteMarker(m txn.Marker) error {
+	// A mirror topic that is not STOPPED is read-only (spec section 7): its log is a copy
+	// of the source's, and a local marker there diverges from it. The local transaction
+	// can only be one started before the topic became a mirror (failback), and the cluster
+	// it mirrors from ended it at its failover (ABORT marker, section 5). So the
+	// partition is dropped from the transaction, as Kafka drops a partition it cannot
+	// write a marker to (UNSUPPORTED_FOR_MESSAGE_FORMAT in
+	// TransactionMarkerRequestCompletionHandler, no leader in TransactionMarkerChannelManager).
+	if ok, msg := w.b.checkMirrorWrite(m.Partition.Topic, m.Partition.Partition, opWriteMarker); !ok {
+		w.b.logger.Warn("transaction marker for a mirror topic dropped: the cluster it mirrors from ended the transaction at its failover",
+			"topic", m.Partition.Topic, "partition", m.Partition.Partition, "producer.id", m.ProducerID,
+			"epoch", m.ProducerEpoch, "commit", m.Commit, "reason", msg)
+		return fmt.Errorf("%w: %s", txn.ErrPartitionGone, msg)
+	}
 	l := w.b.partitionLog(m.Partition.Topic, m.Partition.Partition)
 	if l == nil {
 		t := w.b.meta.Image().Topics[m.Partition.Topic]
