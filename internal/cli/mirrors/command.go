@@ -202,7 +202,8 @@ func (o *options) validate() (string, error) {
 				continue
 			}
 			if _, err := regexp.Compile(t); err != nil {
-				return "", usagef("invalid regex %q: %v", t, regexErr(err))
+				// a wrong value, not a wrong combination of flags: no usage
+				return "", fmt.Errorf("invalid regex %q: %v", t, regexErr(err))
 			}
 		}
 	}

@@ -69,11 +69,27 @@ func TestValidationErrors(t *testing.T) {
 }
 
 // TestUsagePrintedForFlagErrors checks a wrong combination of flags prints
-// the usage after the one-line reason, and a runtime error does not.
+// the usage after the one-line reason (spec section 12), and a wrong value or a
+// runtime error does not.
 func TestUsagePrintedForFlagErrors(t *testing.T) {
 	_, errOut, _ := runCmd(t, "--bootstrap-server", "x:1", "--list", "--describe")
 	if !strings.Contains(errOut, "Usage:") || !strings.Contains(errOut, "--bootstrap-server") {
 		t.Errorf("no usage in:\n%s", errOut)
+	}
+	_, errOut, _ = runCmd(t, "--bootstrap-server", "x:1", "--pause", "--mirror", "m")
+	if !strings.HasPrefix(errOut, "Error: --pause requires --topics\n") || !strings.Contains(errOut, "Usage:") {
+		t.Errorf("missing --topics: want the reason and the usage, got:\n%s", errOut)
+	}
+	for _, args := range [][]string{
+		{"--bootstrap-server", "x:1", "--start", "--mirror", "m", "--topics", "a,b["},
+		{"--bootstrap-server", "x:1", "--start", "--mirror", "m", "--topics", ".*", "--exclude", "(x"},
+		{"--bootstrap-server", "x:1", "--pause", "--mirror", "m", "--topics", "*"},
+	} {
+		_, errOut, err := runCmd(t, args...)
+		var ee *ExitError
+		if !errors.As(err, &ee) || ee.Code != 1 || strings.Count(errOut, "\n") != 1 || !strings.HasPrefix(errOut, "Error: invalid regex ") {
+			t.Errorf("%v: want one line `Error: invalid regex ...` and exit 1, got %v:\n%s", args, err, errOut)
+		}
 	}
 	dir := t.TempDir()
 	_, errOut, _ = runCmd(t, "--bootstrap-server", "x:1", "--create", "--mirror", "m", "--mirror-config", filepath.Join(dir, "x"))
