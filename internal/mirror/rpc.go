@@ -47,6 +47,14 @@ func (m *Manager) mirrorAt(name string, svo int64) (*metadata.Image, *metadata.M
 	return im, mir, nil
 }
 
+// legalMirrorName is Kafka's legal topic name alphabet (org.apache.kafka.common.internals.Topic):
+// mirror names appear in whitespace-separated CLI columns, metric labels and client IDs.
+var legalMirrorName = regexp.MustCompile(`^[a-zA-Z0-9._-]+$`)
+
+// maxMirrorNameLen keeps the fetchers' client ID, "kmirror-mirror-" + name, within the
+// 256 bytes brokers accept.
+const maxMirrorNameLen = 240
+
 // CreateClusterMirror creates a cluster mirror (spec section 10, key 1094): it validates
 // the mirror configs (bootstrap.servers required, "mirror."-prefixed aliases accepted),
 // resolves the source cluster ID through the source's Metadata and stores the mirror in
@@ -62,6 +70,9 @@ func (m *Manager) CreateClusterMirror(ctx context.Context, req *mirrorproto.Crea
 	name := strings.TrimSpace(req.MirrorName)
 	if name == "" {
 		return fail(kerr.InvalidRequest.Code, "the mirror name is empty")
+	}
+	if !legalMirrorName.MatchString(name) || len(name) > maxMirrorNameLen {
+		return fail(kerr.InvalidRequest.Code, "mirror name %q: use at most %d of the characters a-z A-Z 0-9 . _ - (as in topic names)", name, maxMirrorNameLen)
 	}
 	if _, ok := m.local.Metadata().Image().Mirrors[name]; ok {
 		return fail(mirrorproto.ClusterMirrorAlreadyExists, "cluster mirror %s already exists", name)
