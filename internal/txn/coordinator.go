@@ -26,9 +26,10 @@ import (
 	"github.com/kmirror/kmirror/internal/record"
 )
 
-// ErrPartitionGone is returned by a MarkerWriter for a partition that no longer exists
-// (topic deleted): the coordinator drops it from the transaction, as Kafka's
-// TransactionMarkerRequestCompletionHandler does on UNKNOWN_TOPIC_OR_PARTITION.
+// ErrPartitionGone is returned by a MarkerWriter for a partition it cannot write a
+// marker to for good (topic deleted, or a read-only mirror partition): the coordinator
+// drops it from the transaction, as Kafka's TransactionMarkerChannelManager drops a
+// partition with no leader ("likely deleted already").
 var ErrPartitionGone = errors.New("UNKNOWN_TOPIC_OR_PARTITION")
 
 // Marker is one transaction marker to write (one entry of Kafka's WriteTxnMarkers).
