@@ -26,7 +26,12 @@ const (
 )
 
 // staticOnlyBrokerKeys cannot change while the broker runs (Kafka: read-only configs).
-var staticOnlyBrokerKeys = map[string]bool{"node.id": true, "listeners": true, "advertised.listeners": true, "log.dirs": true, "log.dir": true}
+// The minutes/hours forms of retention and roll time are resolved into log.retention.ms
+// and log.roll.ms once, at start-up (config.Def.Fallback); Kafka lets them change
+// dynamically, but kmirror would accept such a change without applying it, so it refuses
+// it: set log.retention.ms / log.roll.ms instead.
+var staticOnlyBrokerKeys = map[string]bool{"node.id": true, "listeners": true, "advertised.listeners": true, "log.dirs": true, "log.dir": true,
+	"log.retention.minutes": true, "log.retention.hours": true, "log.roll.hours": true}
 
 func (b *Broker) handleDescribeConfigs(req *kmsg.DescribeConfigsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)

@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,5 +41,15 @@ func TestBrokerAppliesRetentionHours(t *testing.T) {
 	}
 	if len(want) > 0 {
 		t.Errorf("not described: %v", want)
+	}
+	// resolved at start-up only: a dynamic change is refused rather than accepted and ignored
+	for _, key := range []string{"log.retention.hours", "log.retention.minutes", "log.roll.hours"} {
+		rs, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: key, Value: kadm.StringPtr("1")}})
+		if err == nil && len(rs) > 0 {
+			err = rs[0].Err
+		}
+		if err == nil || !strings.Contains(rs[0].ErrMessage, "Cannot update these configs dynamically") {
+			t.Errorf("dynamic %s: %v %+v", key, err, rs)
+		}
 	}
 }
