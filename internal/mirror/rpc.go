@@ -141,7 +141,8 @@ func (m *Manager) mirrorSource(mir *metadata.Mirror) (*source, *mirrorConfig, er
 // its exact name starts it again) nor a topic the source mirrors from this cluster (a
 // loop). Per-topic errors: UNKNOWN_TOPIC_OR_PARTITION, TOPIC_ALREADY_IN_CLUSTER_MIRROR,
 // TOPIC_ALREADY_EXISTS (same name, another topic ID), INVALID_PARTITIONS,
-// MIRROR_TOPIC_BEING_STOPPED, INVALID_CLUSTER_MIRROR_STATES (a loop); top level: UNKNOWN_CLUSTER_MIRROR, INVALID_REQUEST (bad
+// MIRROR_TOPIC_BEING_STOPPED, MIRROR_TOPIC_ALREADY_PAUSED (resume it instead),
+// INVALID_CLUSTER_MIRROR_STATES (a loop); top level: UNKNOWN_CLUSTER_MIRROR, INVALID_REQUEST (bad
 // regex), INVALID_CLUSTER_MIRROR_STATES (StateValidationOffset), NETWORK_EXCEPTION.
 func (m *Manager) StartMirrorTopics(ctx context.Context, req *mirrorproto.StartMirrorTopicsRequest) *mirrorproto.StartMirrorTopicsResponse {
 	resp := &mirrorproto.StartMirrorTopicsResponse{Versioned: req.Versioned}
@@ -389,8 +390,10 @@ func (m *Manager) startTopic(ctx context.Context, mirror string, st *sourceTopic
 	}
 	if lt != nil && lt.Mirror != nil && lt.Mirror.MirrorName == mirror {
 		switch lt.Mirror.Desired {
-		case metadata.DesiredMirroring, metadata.DesiredPaused:
+		case metadata.DesiredMirroring:
 			return nil // already started
+		case metadata.DesiredPaused:
+			return newTopicError(mirrorproto.MirrorTopicAlreadyPaused, "topic %s is paused in mirror %s; --resume continues it from its log end offset", st.name, mirror)
 		}
 		for _, p := range m.topicPartitions(st.name) {
 			if p.state() == mirrorproto.StateStopping {

@@ -23,3 +23,25 @@ func TestCreateRefusesBadMirrorNames(t *testing.T) {
 		}
 	}
 }
+
+// TestStartPausedTopic: starting a paused topic does not claim it started; it answers
+// MIRROR_TOPIC_ALREADY_PAUSED pointing at --resume, and the topic stays PAUSED.
+func TestStartPausedTopic(t *testing.T) {
+	src, dst := startBroker(t), startBroker(t)
+	scl := src.client()
+	createTopicOn(t, scl, "app.payments", 1)
+	e := dst.env()
+	e.createMirror("m", src.b.Addr())
+	e.startTopics("m", "app.payments")
+	e.waitCaughtUp(scl, "m", "app.payments")
+	e.pauseTopics("m", "app.payments")
+	req := mirrorproto.NewStartMirrorTopicsRequest()
+	req.MirrorName = "m"
+	req.Topics = []mirrorproto.StartMirrorTopicsRequestTopic{{TopicName: "app.payments"}}
+	resp := dst.m.StartMirrorTopics(ctxT(t), req)
+	if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != mirrorproto.MirrorTopicAlreadyPaused ||
+		resp.Topics[0].ErrorMessage == nil || !strings.Contains(*resp.Topics[0].ErrorMessage, "--resume") {
+		t.Fatalf("start of a paused topic: %+v", resp)
+	}
+	e.waitState("m", "app.payments", mirrorproto.StatePaused)
+}
