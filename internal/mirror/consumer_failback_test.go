@@ -16,14 +16,7 @@ import (
 // it neither starts over (auto.offset.reset after OFFSET_OUT_OF_RANGE) nor skips the
 // records that land in the gap once A's log has grown back past its old position.
 func TestFailbackMovesConsumers(t *testing.T) {
-	a, b := startBroker(t), startBroker(t)
-	acl := a.client()
-	createTopicOn(t, acl, "orders", 1)
-	produceN(t, acl, "orders", 0, 0, 10)
-	eb := b.env()
-	eb.createMirror("from-a", a.b.Addr())
-	eb.startTopics("from-a", "orders")
-	eb.waitCaughtUp(acl, "from-a", "orders")
+	a, b, acl, eb := mirroredPair(t, "orders", 10, "from-a", "orders")
 	eb.pauseTopics("from-a", "orders")
 	produceN(t, acl, "orders", 0, 10, 3) // the tail B never gets
 

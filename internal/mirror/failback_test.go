@@ -166,6 +166,22 @@ func createTopicOn(t *testing.T, cl *kgo.Client, name string, partitions int32) 
 	}
 }
 
+// mirroredPair starts a source and a destination broker, creates the one-partition topic
+// on the source with n records (values "0".."n-1") and mirrors it to the destination
+// under mirror, started with start (the topic's name or a pattern), caught up.
+func mirroredPair(t *testing.T, topic string, n int, mirror, start string) (src, dst *kbroker, scl *kgo.Client, ed *env) {
+	t.Helper()
+	src, dst = startBroker(t), startBroker(t)
+	scl = src.client()
+	createTopicOn(t, scl, topic, 1)
+	produceN(t, scl, topic, 0, 0, n)
+	ed = dst.env()
+	ed.createMirror(mirror, src.b.Addr())
+	ed.startTopics(mirror, start)
+	ed.waitCaughtUp(scl, mirror, topic)
+	return src, dst, scl, ed
+}
+
 func kmsgCreateTopic(name string, partitions int32) *kmsg.CreateTopicsRequest {
 	req := kmsg.NewPtrCreateTopicsRequest()
 	rt := kmsg.NewCreateTopicsRequestTopic()
@@ -179,18 +195,7 @@ func kmsgCreateTopic(name string, partitions int32) *kmsg.CreateTopicsRequest {
 // refuses such a start (TestStartRefusesLoop), so A records the desired state directly,
 // as two starts racing on both clusters would.
 func TestMirrorLoop(t *testing.T) {
-	a, b := startBroker(t), startBroker(t)
-	acl := a.client()
-	createTopicOn(t, acl, "orders", 1)
-	cl := a.client(kgo.DefaultProduceTopic("orders"))
-	if err := cl.ProduceSync(context.Background(), &kgo.Record{Value: []byte("x")}).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	eb := b.env()
-	eb.createMirror("from-a", a.b.Addr())
-	eb.startTopics("from-a", "orders")
-	eb.waitCaughtUp(acl, "from-a", "orders")
-
+	a, b, _, _ := mirroredPair(t, "orders", 1, "from-a", "orders")
 	ea := a.env()
 	ea.createMirror("from-b", b.b.Addr())
 	tt := a.b.Metadata().Image().Topics["orders"]

@@ -16,14 +16,8 @@ import (
 // the source never had); naming it exactly re-attaches it, and LOG_ALIGNMENT then keeps
 // what D mirrored up to its own failover instead of truncating to 0.
 func TestStartPatternLeavesStoppedTopics(t *testing.T) {
-	c, d := startBroker(t), startBroker(t)
-	ccl, dcl := c.client(), d.client()
-	createTopicOn(t, ccl, "t1", 1)
-	produceN(t, ccl, "t1", 0, 0, 10)
-	ed := d.env()
-	ed.createMirror("mm", c.b.Addr())
-	ed.startTopics("mm", ".*")
-	ed.waitCaughtUp(ccl, "mm", "t1")
+	_, d, ccl, ed := mirroredPair(t, "t1", 10, "mm", ".*")
+	dcl := d.client()
 	ed.stopTopics("mm", "t1") // failover
 	produceN(t, dcl, "t1", 0, 0, 5)
 	before := d.log("t1", 0)
@@ -54,14 +48,7 @@ func TestStartPatternLeavesStoppedTopics(t *testing.T) {
 // refused at once with the reason, and a pattern leaves it out; the topic stays an
 // ordinary writable topic with its log untouched.
 func TestStartRefusesLoop(t *testing.T) {
-	a, b := startBroker(t), startBroker(t)
-	acl := a.client()
-	createTopicOn(t, acl, "orders", 1)
-	produceN(t, acl, "orders", 0, 0, 1)
-	eb := b.env()
-	eb.createMirror("from-a", a.b.Addr())
-	eb.startTopics("from-a", "orders")
-	eb.waitCaughtUp(acl, "from-a", "orders")
+	a, b, _, _ := mirroredPair(t, "orders", 1, "from-a", "orders")
 	before := a.log("orders", 0)
 
 	ea := a.env()

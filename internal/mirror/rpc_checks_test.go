@@ -27,13 +27,7 @@ func TestCreateRefusesBadMirrorNames(t *testing.T) {
 // TestStartPausedTopic: starting a paused topic does not claim it started; it answers
 // MIRROR_TOPIC_ALREADY_PAUSED pointing at --resume, and the topic stays PAUSED.
 func TestStartPausedTopic(t *testing.T) {
-	src, dst := startBroker(t), startBroker(t)
-	scl := src.client()
-	createTopicOn(t, scl, "app.payments", 1)
-	e := dst.env()
-	e.createMirror("m", src.b.Addr())
-	e.startTopics("m", "app.payments")
-	e.waitCaughtUp(scl, "m", "app.payments")
+	_, dst, _, e := mirroredPair(t, "app.payments", 1, "m", "app.payments")
 	e.pauseTopics("m", "app.payments")
 	req := mirrorproto.NewStartMirrorTopicsRequest()
 	req.MirrorName = "m"
