@@ -40,11 +40,16 @@ func (r *runner) run(ctx context.Context, action string, mirrorProps []Property)
 	switch action {
 	case "create":
 		return r.create(ctx, mirrorProps)
+	case "alter":
+		return r.alter(ctx, mirrorProps)
 	case "delete":
 		return r.delete(ctx)
 	case "list":
 		return r.list(ctx)
 	case "describe":
+		if r.o.configs {
+			return r.describeConfigs(ctx)
+		}
 		return r.describe(ctx)
 	case "start":
 		return r.start(ctx)
@@ -88,11 +93,22 @@ func (r *runner) dryRun(action string, mirrorProps []Property) error {
 			keys = append(keys, p.Key)
 		}
 		fmt.Fprintf(w, "Would send CreateClusterMirror: mirror %s, configs %s.\n", o.mirror, strings.Join(keys, ", "))
+	case "alter":
+		var keys []string
+		for _, p := range mirrorProps {
+			keys = append(keys, p.Key)
+		}
+		fmt.Fprintf(w, "Would send IncrementalAlterConfigs on CLUSTER_MIRROR %s: set [%s], delete [%s].\n",
+			o.mirror, strings.Join(keys, ","), strings.Join(nonEmpty(o.deleteConfig), ","))
 	case "delete":
 		fmt.Fprintf(w, "Would send DeleteClusterMirror: mirror %s.\n", o.mirror)
 	case "list":
 		fmt.Fprintln(w, "Would send ListClusterMirrors.")
 	case "describe":
+		if o.configs {
+			fmt.Fprintf(w, "Would send DescribeConfigs on CLUSTER_MIRROR %s.\n", o.mirror)
+			break
+		}
 		fmt.Fprintf(w, "Would send DescribeClusterMirrors: mirrors %s.\n", orAll(o.mirror))
 	case "start":
 		fmt.Fprintf(w, "Would send StartMirrorTopics: mirror %s, topics [%s], include patterns [%s], exclude patterns [%s].\n",

@@ -32,7 +32,7 @@ func (e *ExitError) Error() string { return e.Err.Error() }
 func (e *ExitError) Unwrap() error { return e.Err }
 
 // actions in the order the usage lists them.
-var actions = []string{"create", "delete", "list", "describe", "start", "stop", "pause", "resume", "recover"}
+var actions = []string{"create", "alter", "delete", "list", "describe", "start", "stop", "pause", "resume", "recover"}
 
 // flagAliases maps the first draft's spellings to the canonical flags
 // (spec section 12).
@@ -50,6 +50,8 @@ type options struct {
 	mirrorConfig  string
 	topics        []string
 	exclude       []string
+	deleteConfig  []string
+	configs       bool
 	json          bool
 	failed        bool
 	dryRun        bool
@@ -63,22 +65,24 @@ func (e *usageError) Error() string { return e.msg }
 func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
 
 // NewCommand returns the `mirrors` command: exactly one action among
-// --create, --delete, --list, --describe, --start (--add), --stop
+// --create, --alter, --delete, --list, --describe, --start (--add), --stop
 // (--remove), --pause, --resume, --recover, against --bootstrap-server.
 // On failure it prints one line `Error: <reason>` to stderr (plus the usage
 // for a wrong combination of flags) and returns an *ExitError.
 func NewCommand() *cobra.Command {
 	o := &options{action: map[string]*bool{}}
 	cmd := &cobra.Command{
-		Use:   "mirrors --bootstrap-server HOST:PORT (--create|--delete|--list|--describe|--start|--stop|--pause|--resume|--recover) [flags]",
+		Use:   "mirrors --bootstrap-server HOST:PORT (--create|--alter|--delete|--list|--describe|--start|--stop|--pause|--resume|--recover) [flags]",
 		Short: "Create, list, describe and control cluster mirrors (kafka-cluster-mirrors.sh)",
 		Long: `Manage cluster mirrors on a kmirror destination cluster (KIP-1279 kafka-cluster-mirrors.sh).
 
 Exactly one action is required:
   --create    --mirror NAME --mirror-config FILE
+  --alter     --mirror NAME [--mirror-config FILE] [--delete-config KEY,...]
   --delete    --mirror NAME
   --list
   --describe  [--mirror NAME] [--failed] [--json]
+  --describe  --mirror NAME --configs [--json]              (configs, secrets masked)
   --start     --mirror NAME --topics CSV [--exclude CSV]   (alias --add)
   --stop      --mirror NAME --topics CSV                   (alias --remove)
   --pause     --mirror NAME --topics CSV
@@ -109,6 +113,7 @@ Exactly one action is required:
 		o.action[a] = new(bool)
 	}
 	f.BoolVar(o.action["create"], "create", false, "create a cluster mirror")
+	f.BoolVar(o.action["alter"], "alter", false, "change a cluster mirror's configs (--mirror-config sets, --delete-config resets to defaults)")
 	f.BoolVar(o.action["delete"], "delete", false, "delete a cluster mirror (all its topics must be STOPPED)")
 	f.BoolVar(o.action["list"], "list", false, "list cluster mirrors")
 	f.BoolVar(o.action["describe"], "describe", false, "describe mirror partitions")
@@ -118,7 +123,9 @@ Exactly one action is required:
 	f.BoolVar(o.action["resume"], "resume", false, "resume paused mirror topics")
 	f.BoolVar(o.action["recover"], "recover", false, "send FAILED partitions back to LOG_ALIGNMENT")
 	f.StringVar(&o.mirror, "mirror", "", "the cluster mirror name")
-	f.StringVar(&o.mirrorConfig, "mirror-config", "", "mirror properties file for --create (bootstrap.servers required)")
+	f.StringVar(&o.mirrorConfig, "mirror-config", "", "mirror properties file: --create (bootstrap.servers required), or the keys --alter sets")
+	f.StringSliceVar(&o.deleteConfig, "delete-config", nil, "with --alter: CSV of mirror config keys to remove (their defaults apply)")
+	f.BoolVar(&o.configs, "configs", false, "with --describe --mirror: the mirror's configs (secrets masked)")
 	f.StringSliceVar(&o.topics, "topics", nil, "CSV of topic names or regexes (alias --topic)")
 	f.StringSliceVar(&o.exclude, "exclude", nil, "CSV of topic names or regexes to exclude (--start only)")
 	f.BoolVar(&o.json, "json", false, "print --list/--describe as a JSON array")
@@ -159,7 +166,7 @@ func (o *options) validate() (string, error) {
 	}
 	switch {
 	case len(chosen) == 0:
-		return "", usagef("exactly one action is required: --create, --delete, --list, --describe, --start, --stop, --pause, --resume or --recover")
+		return "", usagef("exactly one action is required: --create, --alter, --delete, --list, --describe, --start, --stop, --pause, --resume or --recover")
 	case len(chosen) > 1:
 		return "", usagef("only one action is allowed, got %s", strings.Join(chosen, " and "))
 	}
@@ -178,8 +185,23 @@ func (o *options) validate() (string, error) {
 	if action == "create" && o.mirrorConfig == "" {
 		return "", usagef("--create requires --mirror-config")
 	}
-	if action != "create" && o.mirrorConfig != "" {
-		return "", usagef("--mirror-config is only valid with --create")
+	if action != "create" && action != "alter" && o.mirrorConfig != "" {
+		return "", usagef("--mirror-config is only valid with --create or --alter")
+	}
+	if action != "alter" && len(o.deleteConfig) > 0 {
+		return "", usagef("--delete-config is only valid with --alter")
+	}
+	if action == "alter" && o.mirrorConfig == "" && len(nonEmpty(o.deleteConfig)) == 0 {
+		return "", usagef("--alter requires --mirror-config or --delete-config")
+	}
+	if o.configs && action != "describe" {
+		return "", usagef("--configs is only valid with --describe")
+	}
+	if o.configs && o.mirror == "" {
+		return "", usagef("--configs requires --mirror")
+	}
+	if o.configs && o.failed {
+		return "", usagef("--configs is not valid with --failed")
 	}
 	if needsTopics && len(nonEmpty(o.topics)) == 0 {
 		return "", usagef("--%s requires --topics", action)
@@ -267,17 +289,25 @@ func (o *options) run(cmd *cobra.Command) error {
 		}
 	}
 	var mirrorProps []Property
-	if action == "create" {
+	if o.mirrorConfig != "" {
 		if mirrorProps, err = ReadProperties(o.mirrorConfig); err != nil {
 			return fmt.Errorf("--mirror-config: %v", err)
 		}
-		if len(mirrorProps) == 0 {
+		if len(mirrorProps) == 0 && action == "create" {
 			return fmt.Errorf("--mirror-config %s holds no properties (bootstrap.servers is required)", o.mirrorConfig)
+		}
+		if len(mirrorProps) == 0 && len(nonEmpty(o.deleteConfig)) == 0 {
+			return fmt.Errorf("--mirror-config %s holds no properties: nothing to alter", o.mirrorConfig)
 		}
 		if unknown := unknownMirrorConfigs(mirrorProps); len(unknown) > 0 {
 			// Kafka clients only warn about unknown configs (AbstractConfig.logUnused): the
 			// mirror is still created.
 			fmt.Fprintf(cmd.ErrOrStderr(), "Warning: --mirror-config %s: unknown mirror configs, ignored: %s\n", o.mirrorConfig, strings.Join(unknown, ", "))
+		}
+	}
+	if action == "alter" {
+		if err := checkAlterKeys(mirrorProps, nonEmpty(o.deleteConfig)); err != nil {
+			return err
 		}
 	}
 	kopts, err := clientOptions(o.bootstrap, props)
