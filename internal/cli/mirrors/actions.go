@@ -235,6 +235,16 @@ func (r *runner) start(ctx context.Context) error {
 		return err
 	}
 	sr := resp.(*mirrorproto.StartMirrorTopicsResponse)
+	if sr.ErrorCode == 0 && len(sr.Topics) == 0 && len(patterns) > 0 {
+		// The server keeps start patterns in topics.include for topic discovery (spec
+		// section 8): say so, or a later matching topic looks like a surprise.
+		what, it := "the pattern "+patterns[0]+" is kept", "it"
+		if len(patterns) > 1 {
+			what, it = "the patterns "+strings.Join(patterns, ", ")+" are kept", "them"
+		}
+		fmt.Fprintf(r.out, "No topic matched in mirror %s; %s: new source topics that match %s will be mirrored by %s.\n", r.o.mirror, what, it, r.o.mirror)
+		return nil
+	}
 	return r.topicResults(sr.ErrorCode, sr.ErrorMessage, sr.Topics, "Started mirroring")
 }
 
