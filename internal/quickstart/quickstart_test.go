@@ -210,3 +210,22 @@ func TestRerunAfterFailoverAndFailback(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestTableUsesCLIColumnNames checks that the live table and the tour use the column
+// names `kmirror mirrors --describe` prints (SOURCE-OFFSET, DESTINATION-OFFSET), and that
+// the tour does not promise exactly + 1 after a failover (an open transaction adds an
+// ABORT marker).
+func TestTableUsesCLIColumnNames(t *testing.T) {
+	var b bytes.Buffer
+	writeTable(&b, []PartitionRow{{Topic: Topic, Partition: 0, SourceOffset: 5, DestinationOffset: 6, Lag: 0, State: "STOPPED"}})
+	header, _, _ := strings.Cut(b.String(), "\n")
+	if got := strings.Fields(header); strings.Join(got, " ") != "TOPIC PARTITION SOURCE-OFFSET DESTINATION-OFFSET LAG STATE" {
+		t.Errorf("table header %q", header)
+	}
+	b.Reset()
+	writeNextSteps(&b, "localhost:9091", "localhost:9094")
+	tour := b.String()
+	if strings.Contains(tour, "SOURCE OFFSET") || strings.Contains(tour, "DESTINATION OFFSET") || !strings.Contains(tour, "ABORT") {
+		t.Errorf("tour:\n%s", tour)
+	}
+}

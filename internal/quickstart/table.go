@@ -74,7 +74,7 @@ func writeViews(w io.Writer, views []mirrorView, src, dst string) {
 // watermark), destination offset (log end offset), lag and state; -1 reads "-".
 func writeTable(w io.Writer, rows []PartitionRow) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "TOPIC\tPARTITION\tSOURCE OFFSET\tDESTINATION OFFSET\tLAG\tSTATE\t")
+	fmt.Fprintln(tw, "TOPIC\tPARTITION\tSOURCE-OFFSET\tDESTINATION-OFFSET\tLAG\tSTATE\t")
 	if len(rows) == 0 {
 		fmt.Fprintln(tw, "(no mirror topic yet)\t\t\t\t\t\t")
 	}
@@ -105,8 +105,9 @@ func writeNextSteps(w io.Writer, src, dst string) {
   4. Consumer group offsets on the source, synced to the destination:
     kmirror groups --bootstrap-server %[1]s describe %[6]s
     kmirror groups --bootstrap-server %[2]s describe %[6]s
-  5. Fail over (the destination's %[4]s becomes writable; DESTINATION OFFSET is then
-     SOURCE OFFSET + 1: the MIRROR_PID_RESET control record, with LAG 0):
+  5. Fail over (the destination's %[4]s becomes writable; LAG 0 and DESTINATION-OFFSET
+     = SOURCE-OFFSET + 1, + 1 more per transaction left open in the partition: the
+     failover appends one MIRROR_PID_RESET control record and one ABORT per open one):
     kmirror mirrors --bootstrap-server %[2]s --stop --topics %[4]s --mirror %[3]s
     kcat -b %[2]s -P -t %[4]s -K: <<< 'order-x:{"order":0}'
   6. Fail back (the source truncates its divergent tail, then follows the destination;
