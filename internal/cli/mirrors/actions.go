@@ -8,6 +8,9 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -18,10 +21,37 @@ import (
 // runner carries out one validated action.
 type runner struct {
 	o      *options
+	action string
 	out    io.Writer
 	errOut io.Writer
 	kopts  []kgo.Opt
 	cl     *kgo.Client
+	reads  readWatch
+}
+
+// readWatch is a kgo hook that notes whether a response was read and whether
+// a connection closed while a request waited for its response (ApiVersions
+// and SASL excluded: they are the connection's set-up, not the action).
+type readWatch struct {
+	answered, closed atomic.Bool
+}
+
+// OnBrokerRead implements kgo.HookBrokerRead.
+func (w *readWatch) OnBrokerRead(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	switch kmsg.Key(key) {
+	case kmsg.ApiVersions, kmsg.SASLHandshake, kmsg.SASLAuthenticate:
+		return
+	}
+	if err == nil {
+		w.answered.Store(true)
+	} else if connClosed(err) {
+		w.closed.Store(true)
+	}
+}
+
+// connClosed reports whether err is the peer closing or resetting the connection.
+func connClosed(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 func (r *runner) run(ctx context.Context, action string, mirrorProps []Property) error {
@@ -31,7 +61,8 @@ func (r *runner) run(ctx context.Context, action string, mirrorProps []Property)
 	if r.o.dryRun {
 		return r.dryRun(action, mirrorProps)
 	}
-	cl, err := kgo.NewClient(r.kopts...)
+	r.action = action
+	cl, err := kgo.NewClient(append(r.kopts, kgo.WithHooks(&r.reads))...)
 	if err != nil {
 		return err
 	}
@@ -76,9 +107,46 @@ func (r *runner) request(ctx context.Context, req kmsg.Request) (kmsg.Response, 
 		if strings.Contains(err.Error(), "broker is too old") {
 			return nil, fmt.Errorf("%s does not serve the Cluster Mirroring RPCs (API key %d): is it a kmirror broker?", r.o.bootstrap, req.Key())
 		}
+		if r.reads.closed.Load() && !r.saslPlausible(ctx, err) {
+			return nil, r.closedDuringRequest(req)
+		}
 		return nil, fmt.Errorf("cannot reach %s: %v", r.o.bootstrap, err)
 	}
 	return resp, nil
+}
+
+// saslPlausible reports whether franz-go's "is SASL missing?" hint may be true:
+// err says the broker closed the connection right after the first request that
+// followed ApiVersions (franz-go only says so without SASL configured), no
+// response was read on this client before, and a fresh connection's Metadata
+// request is closed the same way (a broker that requires SASL does that;
+// one that stopped refuses the connection, one that restarted answers).
+func (r *runner) saslPlausible(ctx context.Context, err error) bool {
+	var first *kgo.ErrFirstReadEOF
+	if !errors.As(err, &first) || !strings.Contains(err.Error(), "SASL") || r.reads.answered.Load() {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
+	probe, perr := kgo.NewClient(r.kopts...)
+	if perr != nil {
+		return false
+	}
+	defer probe.Close()
+	_, perr = probe.Request(ctx, kmsg.NewPtrMetadataRequest())
+	return errors.As(perr, &first) && strings.Contains(perr.Error(), "SASL")
+}
+
+// closedDuringRequest is the error for a connection closed while req waited for
+// its response after the connection had worked: the broker may have stopped or
+// restarted, and a change may or may not have been applied.
+func (r *runner) closedDuringRequest(req kmsg.Request) error {
+	msg := fmt.Sprintf("%s closed the connection during the request (the broker may have stopped or restarted)", r.o.bootstrap)
+	switch req.(type) {
+	case *kmsg.DescribeConfigsRequest, *kmsg.MetadataRequest, *mirrorproto.DescribeClusterMirrorsRequest, *mirrorproto.ListClusterMirrorsRequest:
+		return fmt.Errorf("%s; nothing was changed: try again", msg)
+	}
+	return fmt.Errorf("%s: the --%s may or may not have been applied; check with --describe", msg, r.action)
 }
 
 func (r *runner) dryRun(action string, mirrorProps []Property) error {
