@@ -132,6 +132,16 @@ var Mirror = define(
 	Def{Name: "start.offset", Type: TypeString, Default: "earliest", Doc: "Where new mirror partitions start: earliest, latest, or an ISO-8601 time."},
 )
 
+// MirrorSecret reports whether the value of the canonical mirror config name is a secret,
+// never returned by DescribeConfigs nor printed by the CLI: a Sensitive Mirror key, or a
+// name Kafka treats as a password (sasl.jaas.config, "*password*", "*.key").
+func MirrorSecret(name string) bool {
+	if d := Mirror[name]; d != nil && d.Sensitive {
+		return true
+	}
+	return name == "sasl.jaas.config" || strings.Contains(name, "password") || strings.HasSuffix(name, ".key")
+}
+
 // MirrorName returns the canonical spelling of a cluster mirror config name and whether
 // it is a Mirror key. The name is trimmed, and a first-draft "mirror."-prefixed alias loses
 // its prefix when the rest is a Mirror key or an ssl.* / sasl.* name (spec section 11).

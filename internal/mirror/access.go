@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/config"
 	"github.com/kmirror/kmirror/internal/metadata"
 	"github.com/kmirror/kmirror/internal/mirrorproto"
 )
@@ -92,7 +93,7 @@ func (m *Manager) DescribeMirrorConfigs(name string) ([]kmsg.DescribeConfigsResp
 		c := kmsg.NewDescribeConfigsResponseResourceConfig()
 		c.Name = n
 		c.ReadOnly = readOnly
-		c.IsSensitive = isSensitive(n)
+		c.IsSensitive = config.MirrorSecret(n)
 		if !c.IsSensitive {
 			c.Value = v
 		}

@@ -152,12 +152,11 @@ func (c BrokerConfig) withDefaults() BrokerConfig {
 
 // configDef is one mirror-level config (spec section 11).
 type configDef struct {
-	name      string
-	def       string // "" with hasDef=false: no default
-	hasDef    bool
-	typ       kmsg.ConfigType
-	sensitive bool
-	doc       string
+	name   string
+	def    string // "" with hasDef=false: no default
+	hasDef bool
+	typ    kmsg.ConfigType
+	doc    string
 }
 
 // cfgThrottledReplicas is the topic-level config naming the mirror partitions that
@@ -194,7 +193,7 @@ var configDefs = func() []configDef {
 	for _, n := range config.Mirror.Names() {
 		d := config.Mirror[n]
 		out = append(out, configDef{name: n, def: d.Default, hasDef: !d.NoDefault,
-			typ: kmsg.ConfigType(d.Type), sensitive: d.Sensitive, doc: d.Doc})
+			typ: kmsg.ConfigType(d.Type), doc: d.Doc})
 	}
 	return out
 }()
@@ -214,14 +213,6 @@ func findDef(name string) (configDef, bool) {
 func canonicalName(name string) string {
 	name, _ = config.MirrorName(name)
 	return name
-}
-
-// isSensitive reports whether a config value is a secret that is never returned.
-func isSensitive(name string) bool {
-	if d, ok := findDef(name); ok && d.sensitive {
-		return true
-	}
-	return strings.Contains(name, "password") || name == cfgSASLJaas || strings.HasSuffix(name, ".key")
 }
 
 // isConnectionConfig reports whether changing name must reconnect the fetchers.

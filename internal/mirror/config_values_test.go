@@ -129,7 +129,7 @@ func TestMirrorConfigStoredTrimmed(t *testing.T) {
 			if stored[k] != w {
 				t.Errorf("%s: stored %s = %q, want %q", when, k, stored[k], w)
 			}
-			if !isSensitive(k) && described[k] != w {
+			if !config.MirrorSecret(k) && described[k] != w {
 				t.Errorf("%s: described %s = %q, want %q", when, k, described[k], w)
 			}
 		}

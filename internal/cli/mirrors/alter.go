@@ -32,16 +32,6 @@ func canonicalKey(k string) string {
 	return n
 }
 
-// secretKey reports whether a mirror config value must never be printed: the
-// server's rule (internal/mirror isSensitive: config.Mirror's sensitive keys,
-// sasl.jaas.config, names containing "password", names ending in ".key").
-func secretKey(name string) bool {
-	if d := config.Mirror[name]; d != nil && d.Sensitive {
-		return true
-	}
-	return name == "sasl.jaas.config" || strings.Contains(name, "password") || strings.HasSuffix(name, ".key")
-}
-
 // configError turns a DescribeConfigs / IncrementalAlterConfigs resource error
 // into the CLI's error: RESOURCE_NOT_FOUND on a CLUSTER_MIRROR resource is an
 // unknown mirror, reported as UNKNOWN_CLUSTER_MIRROR like the other actions.
@@ -86,7 +76,7 @@ func (r *runner) mirrorConfigs(ctx context.Context) ([]ConfigEntry, error) {
 	}
 	out := make([]ConfigEntry, 0, len(rr.Configs))
 	for _, c := range rr.Configs {
-		e := ConfigEntry{Name: c.Name, Value: c.Value, Source: "SET", Sensitive: c.IsSensitive || secretKey(c.Name), ReadOnly: c.ReadOnly}
+		e := ConfigEntry{Name: c.Name, Value: c.Value, Source: "SET", Sensitive: c.IsSensitive || config.MirrorSecret(c.Name), ReadOnly: c.ReadOnly}
 		if c.IsDefault || c.Source == kmsg.ConfigSourceDefaultConfig {
 			e.Source = "DEFAULT"
 		}
@@ -185,7 +175,7 @@ func (r *runner) alter(ctx context.Context, props []Property) error {
 	}
 	secret := func(n string) bool {
 		b, a := find(before, n), find(after, n)
-		return secretKey(n) || (b != nil && b.Sensitive) || (a != nil && a.Sensitive)
+		return config.MirrorSecret(n) || (b != nil && b.Sensitive) || (a != nil && a.Sensitive)
 	}
 	for _, p := range props {
 		n := canonicalKey(p.Key)
