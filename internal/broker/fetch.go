@@ -215,6 +215,10 @@ func (b *Broker) fetchPartition(l *storage.Log, d *fetchData, k rangeKey, rp kms
 	}
 	if err != nil {
 		switch {
+		case errors.Is(err, storage.ErrOffsetOutOfRange) && rp.CurrentLeaderEpoch >= 0 && rp.CurrentLeaderEpoch < leaderEpoch(l):
+			// truncated (and fenced, storage TruncateToFenced) since the check above:
+			// the consumer validates its position instead of resetting it
+			sp.ErrorCode = kerr.FencedLeaderEpoch.Code
 		case errors.Is(err, storage.ErrOffsetOutOfRange):
 			sp.ErrorCode = kerr.OffsetOutOfRange.Code
 		case errors.Is(err, storage.ErrClosed): // deleted while we read it

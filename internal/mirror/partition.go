@@ -146,7 +146,8 @@ func (m *Manager) backoff(n int32) time.Duration {
 
 // truncateTo truncates the local log to target for LOG_ALIGNMENT or a source
 // truncation, recording the report (spec section 15), and raises the leader epoch by one
-// at the new LEO: consumers that read the dropped tail then get FENCED_LEADER_EPOCH, look
+// at the new LEO, atomically for readers (storage TruncateToFenced; the raise also keeps
+// truncateLog's rule that a truncation never lowers the epoch): consumers that read the dropped tail then get FENCED_LEADER_EPOCH, look
 // their position up with OffsetForLeaderEpoch and move to the divergence point (spec
 // section 16, truncation before exposure), as after a Kafka leader change, instead of
 // OFFSET_OUT_OF_RANGE and auto.offset.reset (or, once the log has grown back past their
@@ -156,11 +157,9 @@ func (p *partition) truncateTo(l *storage.Log, target int64, why string) error {
 	if target >= leo {
 		return nil
 	}
-	if err := p.truncateLog(l, target, target <= l.LogStartOffset()); err != nil {
+	p.lfeOK = false
+	if err := l.TruncateToFenced(target); err != nil {
 		return err
-	}
-	if err := l.AssignEpoch(max(0, l.LatestEpoch())+1, l.LogEndOffset()); err != nil {
-		return fmt.Errorf("raise the leader epoch after truncating: %w", err)
 	}
 	p.st.TruncatedOffset = target
 	p.st.TruncatedRecords = leo - l.LogEndOffset()
@@ -169,8 +168,9 @@ func (p *partition) truncateTo(l *storage.Log, target int64, why string) error {
 	return nil
 }
 
-// truncateLog is the one way the mirror truncates a local log: TruncateTo(offset), or
-// TruncateFullyAndStartAt(offset) when fully is set. A truncation never lowers the
+// truncateLog is the mirror's way to truncate a local log without dropping records
+// consumers may have read (start offset, log start jumps; truncateTo is the other, for
+// dropped tails): TruncateTo(offset), or TruncateFullyAndStartAt(offset) when fully is set. A truncation never lowers the
 // partition's leader epoch (max(0, LatestEpoch), spec sections 6 and 16): when it dropped
 // entries off the leader-epoch cache, the previous latest epoch is assigned again at the
 // new LEO, so an epoch raised by a failover is never reused for different history. It

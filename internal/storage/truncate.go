@@ -13,7 +13,17 @@ import (
 // offset), indexes, the leader-epoch cache (truncateFromEnd), producer state and
 // transaction state are rebuilt. A no-op when offset >= LEO; below the log start it is
 // TruncateFullyAndStartAt(offset).
-func (l *Log) TruncateTo(offset int64) error {
+func (l *Log) TruncateTo(offset int64) error { return l.truncate(offset, false) }
+
+// TruncateToFenced is TruncateTo followed, in the same critical section, by a leader
+// epoch of max(0, latest epoch before)+1 starting at the new LEO. A reader that sees the
+// shorter log (ReadRange) sees the raised epoch too, so a consumer that had read the
+// dropped tail is fenced (FENCED_LEADER_EPOCH, then OffsetForLeaderEpoch finds the
+// divergence point) instead of being answered OFFSET_OUT_OF_RANGE, as when a Kafka
+// leader truncates after an epoch change. Waiting fetches are woken after both.
+func (l *Log) TruncateToFenced(offset int64) error { return l.truncate(offset, true) }
+
+func (l *Log) truncate(offset int64, fence bool) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed.Load() {
@@ -22,16 +32,25 @@ func (l *Log) TruncateTo(offset int64) error {
 	if offset >= l.leo.Load() {
 		return nil
 	}
+	raise := int32(-1)
+	if fence {
+		raise = max(0, l.epochs.latest()) + 1
+	}
 	if offset < l.logStart.Load() {
-		return l.truncateFullyLocked(offset)
+		return l.truncateFullyLocked(offset, raise)
 	}
 	l.rw.Lock()
 	err := l.truncateSegmentsLocked(offset)
-	l.rw.Unlock()
 	if err != nil {
+		l.rw.Unlock()
 		return err
 	}
-	if l.epochs.truncateFromEnd(l.leo.Load(), false) {
+	changed := l.epochs.truncateFromEnd(l.leo.Load(), false)
+	if raise >= 0 && l.epochs.assign(raise, l.leo.Load()) {
+		changed = true
+	}
+	l.rw.Unlock()
+	if changed {
 		if err := l.epochs.flush(); err != nil {
 			return err
 		}
@@ -136,10 +155,12 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 	if l.closed.Load() {
 		return ErrClosed
 	}
-	return l.truncateFullyLocked(offset)
+	return l.truncateFullyLocked(offset, -1)
 }
 
-func (l *Log) truncateFullyLocked(offset int64) error {
+// truncateFullyLocked empties the log and restarts it at offset; raise ≥ 0 is assigned as
+// the leader epoch at offset before readers see the empty log (TruncateToFenced).
+func (l *Log) truncateFullyLocked(offset int64, raise int32) error {
 	if offset < 0 {
 		return fmt.Errorf("%w: negative offset %d", ErrOffsetOutOfRange, offset)
 	}
@@ -163,12 +184,15 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	l.segs = []*segment{seg}
 	l.leo.Store(offset)
 	l.logStart.Store(offset)
-	l.rw.Unlock()
-	l.ps.reset()
-	l.fuo.Store(-1)
 	l.epochs.mu.Lock()
 	l.epochs.entries = nil
 	l.epochs.mu.Unlock()
+	if raise >= 0 {
+		l.epochs.assign(raise, offset)
+	}
+	l.rw.Unlock()
+	l.ps.reset()
+	l.fuo.Store(-1)
 	if err := l.epochs.flush(); err != nil {
 		return err
 	}
