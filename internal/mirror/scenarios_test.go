@@ -347,8 +347,9 @@ func TestFetchErrorIsolation(t *testing.T) {
 	for p := int32(0); p < 3; p++ {
 		epochs[p] = e.stateEpoch("iso", p)
 	}
-	// partition 1: the source answers CORRUPT_MESSAGE once
-	h := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: "iso", Partitions: []int32{1}, Err: kerr.CorruptMessage})
+	// partition 1: the source answers CORRUPT_MESSAGE until the partition failed (a fault
+	// answered only once can land in a prefetch that is then dropped, never applied)
+	h := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: "iso", Partitions: []int32{1}, Err: kerr.CorruptMessage, Count: -1})
 	// partition 2: a batch with a bad CRC, once
 	corrupted := make(chan struct{})
 	c.ControlKey(int16(kmsg.Fetch), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
@@ -383,9 +384,10 @@ func TestFetchErrorIsolation(t *testing.T) {
 	})
 	produce(t, addrs, "iso", 90)
 	<-corrupted
+	eventually(t, func() string { return "partition 1 never failed on CORRUPT_MESSAGE" }, func() bool { return e.stateEpoch("iso", 1) > epochs[1] })
+	h.Remove()
 	// eventually all recover and catch up, with identical bytes
 	e.waitCaughtUp(src, "m1", "iso")
-	h.Remove()
 	if got := e.stateEpoch("iso", 0); got != epochs[0] {
 		t.Fatalf("partition 0 changed state (epoch %d → %d)", epochs[0], got)
 	}
