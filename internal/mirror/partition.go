@@ -168,23 +168,17 @@ func (p *partition) truncateTo(l *storage.Log, target int64, why string) error {
 	return nil
 }
 
-// truncateLog is the mirror's way to truncate a local log without dropping records
-// consumers may have read (start offset, log start jumps; truncateTo is the other, for
-// dropped tails): TruncateTo(offset), or TruncateFullyAndStartAt(offset) when fully is set. A truncation never lowers the
-// partition's leader epoch (max(0, LatestEpoch), spec sections 6 and 16): when it dropped
-// entries off the leader-epoch cache, the previous latest epoch is assigned again at the
-// new LEO, so an epoch raised by a failover is never reused for different history. It
-// also forgets the cached LastFetchedEpoch. mu held.
-func (p *partition) truncateLog(l *storage.Log, offset int64, fully bool) error {
+// truncateLog empties the local log and restarts it at offset (TruncateFullyAndStartAt):
+// the jumps to the source log start, to start.offset and past a first batch straddling
+// the log start (truncateTo is the other way, for dropped tails). A truncation never
+// lowers the partition's leader epoch (max(0, LatestEpoch), spec sections 6 and 16): the
+// previous latest epoch is assigned again at the new LEO, so an epoch raised by a
+// failover is never reused for different history. It also forgets the cached
+// LastFetchedEpoch. mu held.
+func (p *partition) truncateLog(l *storage.Log, offset int64) error {
 	p.lfeOK = false
 	before := l.LatestEpoch()
-	var err error
-	if fully {
-		err = l.TruncateFullyAndStartAt(offset)
-	} else {
-		err = l.TruncateTo(offset)
-	}
-	if err != nil {
+	if err := l.TruncateFullyAndStartAt(offset); err != nil {
 		return err
 	}
 	if before >= 0 && l.LatestEpoch() < before {
@@ -232,7 +226,7 @@ func (p *partition) skipTo(l *storage.Log, sourceStart int64) error {
 	if sourceStart <= leo {
 		return nil
 	}
-	if err := p.truncateLog(l, sourceStart, true); err != nil {
+	if err := p.truncateLog(l, sourceStart); err != nil {
 		return err
 	}
 	skipped := sourceStart - leo
@@ -357,7 +351,7 @@ func (p *partition) appendBatches(l *storage.Log, data []byte) error {
 			if leo != l.LogStartOffset() {
 				return fmt.Errorf("%w: batch %d..%d straddles the log end offset %d", errCorruptBatch, b.BaseOffset(), b.LastOffset(), leo)
 			}
-			if err := p.truncateLog(l, b.BaseOffset(), true); err != nil {
+			if err := p.truncateLog(l, b.BaseOffset()); err != nil {
 				return err
 			}
 			advanceTo = leo
@@ -458,9 +452,14 @@ func (p *partition) failover(sourceClusterID string) error {
 		if !p.setState(mirrorproto.StateStopping, "") {
 			return fmt.Errorf("cannot stop from %s", p.st.State)
 		}
-		// step 2: the last mirror position
-		p.st.LastMirrorEpoch = l.LatestEpoch()
-		p.st.LastMirrorOffset = l.LogEndOffset()
+		// step 2: the last mirror position — only from an aligned log: one stopped before
+		// LOG_ALIGNMENT finished (FAILED or LOG_ALIGNMENT after a re-attach) still holds
+		// this cluster's own writes, which a later failback or re-attach must not take for
+		// the source's history; the previous position then stands
+		if p.st.Aligned {
+			p.st.LastMirrorEpoch = l.LatestEpoch()
+			p.st.LastMirrorOffset = l.LogEndOffset()
+		}
 		p.persist()
 	}
 	// step 3: an epoch no source batch ever carried

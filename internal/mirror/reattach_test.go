@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/internal/metadata"
 	"github.com/kmirror/kmirror/internal/mirrorproto"
@@ -139,4 +140,36 @@ func waitSyncError(t *testing.T, kb *kbroker, mirror, task, want string) {
 		}
 		return false
 	})
+}
+
+// TestStopBeforeAlignmentKeepsPosition: a failed-over topic re-attached by name whose
+// LOG_ALIGNMENT cannot finish (the source is down: FAILED) and that is stopped again
+// keeps the last mirror position of its first failover. Its log holds this cluster's own
+// writes; recording its end as the position would make the next re-attach keep them as
+// if they were the source's (a review found that).
+func TestStopBeforeAlignmentKeepsPosition(t *testing.T) {
+	c, d, ccl, ed := mirroredPair(t, "t1", 10, "mm", "t1")
+	ed.stopTopics("mm", "t1")
+	produceN(t, d.client(), "t1", 0, 0, 5)
+	if p := ed.describe("mm", "t1")[0]; p.LastMirrorOffset != 10 {
+		t.Fatalf("first failover: last mirror offset %d, want 10", p.LastMirrorOffset)
+	}
+
+	c.stop()
+	tt := d.b.Metadata().Image().Topics["t1"]
+	st := &sourceTopic{name: "t1", id: tt.Mirror.SourceTopicID, partitions: make([]kmsg.MetadataResponseTopicPartition, tt.Partitions)}
+	if err := d.m.startTopic(context.Background(), "mm", st, nil); err != nil { // StartMirrorTopics needs the source up
+		t.Fatal(err)
+	}
+	d.m.reconcile()
+	ed.waitState("mm", "t1", mirrorproto.StateFailed)
+	ed.stopTopics("mm", "t1")
+	if p := ed.describe("mm", "t1")[0]; p.LastMirrorOffset != 10 {
+		t.Fatalf("stopped before alignment: last mirror offset %d, want the first failover's 10", p.LastMirrorOffset)
+	}
+
+	c.start()
+	ed.startTopics("mm", "t1")
+	ed.waitCaughtUp(ccl, "mm", "t1")
+	sameBatches(t, "t1 on D after re-attaching", sourceBatches(t, ccl, "t1", 0), d.log("t1", 0))
 }

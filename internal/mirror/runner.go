@@ -538,7 +538,7 @@ func (r *mirrorRT) align(p *partition) {
 		}
 	}
 	if startAt > 0 {
-		if err := p.truncateLog(l, startAt, true); err != nil {
+		if err := p.truncateLog(l, startAt); err != nil {
 			p.fail("LOG_ALIGNMENT start offset: "+err.Error(), false)
 			return
 		}
