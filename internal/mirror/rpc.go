@@ -224,6 +224,9 @@ func (m *Manager) StartMirrorTopics(ctx context.Context, req *mirrorproto.StartM
 				if lt.Mirror.MirrorName != mir.Name {
 					continue // a pattern never steals another mirror's topic
 				}
+				if lt.Mirror.Desired == metadata.DesiredPaused {
+					continue // already this mirror's; only its exact name is told to resume it
+				}
 				if lt.Mirror.Desired == metadata.DesiredStopped {
 					// Failed over: the topic is a primary now, and starting it again
 					// truncates what was written since. Only its exact name does that.

@@ -24,8 +24,9 @@ func TestCreateRefusesBadMirrorNames(t *testing.T) {
 	}
 }
 
-// TestStartPausedTopic: starting a paused topic does not claim it started; it answers
-// MIRROR_TOPIC_ALREADY_PAUSED pointing at --resume, and the topic stays PAUSED.
+// TestStartPausedTopic: starting a paused topic by name does not claim it started; it
+// answers MIRROR_TOPIC_ALREADY_PAUSED pointing at --resume; a pattern leaves it out
+// without an error; the topic stays PAUSED.
 func TestStartPausedTopic(t *testing.T) {
 	_, dst, _, e := mirroredPair(t, "app.payments", 1, "m", "app.payments")
 	e.pauseTopics("m", "app.payments")
@@ -36,6 +37,13 @@ func TestStartPausedTopic(t *testing.T) {
 	if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != mirrorproto.MirrorTopicAlreadyPaused ||
 		resp.Topics[0].ErrorMessage == nil || !strings.Contains(*resp.Topics[0].ErrorMessage, "--resume") {
 		t.Fatalf("start of a paused topic: %+v", resp)
+	}
+	// a pattern leaves it alone: no error, so `--start --topics '.*'` still works
+	req = mirrorproto.NewStartMirrorTopicsRequest()
+	req.MirrorName = "m"
+	req.IncludePatterns = []string{".*"}
+	if resp := dst.m.StartMirrorTopics(ctxT(t), req); resp.ErrorCode != 0 || len(resp.Topics) != 0 {
+		t.Fatalf("pattern start with a paused topic: %+v", resp)
 	}
 	e.waitState("m", "app.payments", mirrorproto.StatePaused)
 }

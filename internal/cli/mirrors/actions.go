@@ -310,7 +310,10 @@ func (r *runner) start(ctx context.Context) error {
 		if len(patterns) > 1 {
 			what, it = "the patterns "+strings.Join(patterns, ", ")+" are kept", "them"
 		}
-		fmt.Fprintf(r.out, "No topic matched in mirror %s; %s: new source topics that match %s will be mirrored by %s.\n", r.o.mirror, what, it, r.o.mirror)
+		// Patterns also leave out the mirror's paused and stopped topics and loops (the
+		// server's StartMirrorTopics): "matched nothing" would not be the whole truth.
+		fmt.Fprintf(r.out, "No topic started in mirror %s (patterns leave out its paused and stopped topics, and topics the source mirrors from this cluster; name a stopped topic to mirror it again); %s: new source topics that match %s will be mirrored by %s.\n",
+			r.o.mirror, what, it, r.o.mirror)
 		return nil
 	}
 	return r.topicResults(sr.ErrorCode, sr.ErrorMessage, sr.Topics, "Started mirroring")

@@ -22,7 +22,7 @@ func TestStartUnmatchedPatternIsKept(t *testing.T) {
 		t.Fatalf("--create: %v %s", err, errOut)
 	}
 	out, errOut, err := run("--start", "--mirror", "second", "--topics", "app.*")
-	want := "No topic matched in mirror second; the pattern app.* is kept: new source topics that match it will be mirrored by second.\n"
+	want := "No topic started in mirror second (patterns leave out its paused and stopped topics, and topics the source mirrors from this cluster; name a stopped topic to mirror it again); the pattern app.* is kept: new source topics that match it will be mirrored by second.\n"
 	if err != nil || out != want {
 		t.Fatalf("--start app.*: %v, stdout %q, stderr %q; want %q", err, out, errOut, want)
 	}
