@@ -42,6 +42,10 @@ func TestBrokerAppliesRetentionHours(t *testing.T) {
 	if len(want) > 0 {
 		t.Errorf("not described: %v", want)
 	}
+	// a dynamic 0 is refused as a static one is (Kafka: log.retention.ms must be -1 or ≥ 1)
+	if rs, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "log.retention.ms", Value: kadm.StringPtr("0")}}); err == nil && (len(rs) == 0 || rs[0].Err == nil) {
+		t.Errorf("dynamic log.retention.ms=0 accepted")
+	}
 	// resolved at start-up only: a dynamic change is refused rather than accepted and ignored
 	for _, key := range []string{"log.retention.hours", "log.retention.minutes", "log.roll.hours"} {
 		rs, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: key, Value: kadm.StringPtr("1")}})

@@ -80,6 +80,9 @@ func (d *Def) Validate(v string) error {
 		if n < lo || n > hi {
 			return bad("value must be " + rangeText(lo, hi))
 		}
+		if d.Unlimited && n == 0 {
+			return bad(d.Name + " must be unlimited (-1) or at least 1")
+		}
 	case TypeDouble:
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil {
