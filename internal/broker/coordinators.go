@@ -58,16 +58,16 @@ func (b *Broker) startCoordinators() error {
 	if err := b.groups.Load(b.ctx); err != nil {
 		return fmt.Errorf("loading consumer groups: %w", err)
 	}
-	if err := b.startTxnCoordinator(); err != nil {
-		return err
-	}
+	// Mirroring starts before the transaction coordinator: loading the transaction log
+	// completes prepared transactions by writing markers, and the marker writer must
+	// already know which partitions are read-only mirror partitions.
 	if b.newMirrors != nil {
 		b.mirrors = b.newMirrors(b, b.cfg, b.logger) // the manager names its component
 		if err := b.mirrors.Start(b.ctx); err != nil {
 			return fmt.Errorf("starting cluster mirroring: %w", err)
 		}
 	}
-	return nil
+	return b.startTxnCoordinator()
 }
 
 // Mirrors is the cluster mirroring service as the broker's handlers use it
