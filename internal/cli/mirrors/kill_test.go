@@ -55,13 +55,18 @@ func TestBrokerKilledDuringRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer hole.Close()
+	contacted := make(chan struct{}, 1) // the broker is handling --create: it dialed the source
 	go func() {
 		for {
 			c, err := hole.Accept()
 			if err != nil {
 				return
 			}
-			defer c.Close()
+			defer c.Close() // held open, unanswered, until the test ends
+			select {
+			case contacted <- struct{}{}:
+			default:
+			}
 		}
 	}()
 	exe, err := os.Executable()
@@ -97,7 +102,9 @@ func TestBrokerKilledDuringRequest(t *testing.T) {
 	select {
 	case r := <-done:
 		t.Fatalf("--create answered before the kill: %v %q %q", r.err, r.out, r.errOut)
-	case <-time.After(1500 * time.Millisecond):
+	case <-contacted:
+	case <-time.After(60 * time.Second): // a hang guard, not a timing assertion
+		t.Fatal("the broker never dialed the source for --create")
 	}
 	if err := child.Process.Kill(); err != nil { // SIGKILL
 		t.Fatal(err)
