@@ -168,8 +168,9 @@ func (e *env) createMirror(name, bootstrap string, extra ...string) {
 	}
 }
 
-func (e *env) startTopics(mirror string, names ...string) {
-	e.t.Helper()
+// startResp sends StartMirrorTopics for names: those with "." or "*" as include
+// patterns, the others as topic names; it returns the response as is.
+func (e *env) startResp(mirror string, names ...string) *mirrorproto.StartMirrorTopicsResponse {
 	req := mirrorproto.NewStartMirrorTopicsRequest()
 	req.MirrorName = mirror
 	for _, n := range names {
@@ -179,7 +180,13 @@ func (e *env) startTopics(mirror string, names ...string) {
 			req.Topics = append(req.Topics, mirrorproto.StartMirrorTopicsRequestTopic{TopicName: n})
 		}
 	}
-	resp := e.m.StartMirrorTopics(ctxT(e.t), req)
+	return e.m.StartMirrorTopics(ctxT(e.t), req)
+}
+
+// startTopics is startResp that fails the test on any error.
+func (e *env) startTopics(mirror string, names ...string) {
+	e.t.Helper()
+	resp := e.startResp(mirror, names...)
 	if resp.ErrorCode != 0 {
 		e.t.Fatalf("StartMirrorTopics: %v", mirrorproto.ErrorFor(resp.ErrorCode, resp.ErrorMessage))
 	}

@@ -54,18 +54,12 @@ func TestStartRefusesLoop(t *testing.T) {
 
 	ea := a.env()
 	ea.createMirror("from-b", b.b.Addr())
-	req := mirrorproto.NewStartMirrorTopicsRequest()
-	req.MirrorName = "from-b"
-	req.Topics = []mirrorproto.StartMirrorTopicsRequestTopic{{TopicName: "orders"}}
-	resp := a.m.StartMirrorTopics(ctxT(t), req)
+	resp := ea.startResp("from-b", "orders")
 	if resp.ErrorCode != 0 || len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != mirrorproto.InvalidClusterMirrorStates ||
 		resp.Topics[0].ErrorMessage == nil || !strings.Contains(*resp.Topics[0].ErrorMessage, "mirror loop") {
 		t.Fatalf("start of a looping topic: %+v", resp)
 	}
-	req = mirrorproto.NewStartMirrorTopicsRequest()
-	req.MirrorName = "from-b"
-	req.IncludePatterns = []string{".*"}
-	if resp := a.m.StartMirrorTopics(ctxT(t), req); resp.ErrorCode != 0 || len(resp.Topics) != 0 {
+	if resp := ea.startResp("from-b", ".*"); resp.ErrorCode != 0 || len(resp.Topics) != 0 {
 		t.Fatalf("pattern start: %+v", resp)
 	}
 	if tt := a.b.Metadata().Image().Topics["orders"]; tt.Mirror != nil {

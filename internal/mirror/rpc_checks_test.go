@@ -28,22 +28,16 @@ func TestCreateRefusesBadMirrorNames(t *testing.T) {
 // answers MIRROR_TOPIC_ALREADY_PAUSED pointing at --resume; a pattern leaves it out
 // without an error; the topic stays PAUSED.
 func TestStartPausedTopic(t *testing.T) {
-	_, dst, _, e := mirroredPair(t, "app.payments", 1, "m", "app.payments")
-	e.pauseTopics("m", "app.payments")
-	req := mirrorproto.NewStartMirrorTopicsRequest()
-	req.MirrorName = "m"
-	req.Topics = []mirrorproto.StartMirrorTopicsRequestTopic{{TopicName: "app.payments"}}
-	resp := dst.m.StartMirrorTopics(ctxT(t), req)
+	_, _, _, e := mirroredPair(t, "payments", 1, "m", "payments")
+	e.pauseTopics("m", "payments")
+	resp := e.startResp("m", "payments")
 	if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != mirrorproto.MirrorTopicAlreadyPaused ||
 		resp.Topics[0].ErrorMessage == nil || !strings.Contains(*resp.Topics[0].ErrorMessage, "--resume") {
 		t.Fatalf("start of a paused topic: %+v", resp)
 	}
 	// a pattern leaves it alone: no error, so `--start --topics '.*'` still works
-	req = mirrorproto.NewStartMirrorTopicsRequest()
-	req.MirrorName = "m"
-	req.IncludePatterns = []string{".*"}
-	if resp := dst.m.StartMirrorTopics(ctxT(t), req); resp.ErrorCode != 0 || len(resp.Topics) != 0 {
+	if resp := e.startResp("m", ".*"); resp.ErrorCode != 0 || len(resp.Topics) != 0 {
 		t.Fatalf("pattern start with a paused topic: %+v", resp)
 	}
-	e.waitState("m", "app.payments", mirrorproto.StatePaused)
+	e.waitState("m", "payments", mirrorproto.StatePaused)
 }
