@@ -136,12 +136,36 @@ func (m *Manager) DescribeMirrorConfigs(name string) ([]kmsg.DescribeConfigsResp
 	return out, nil
 }
 
+// checkSourceCluster refuses a new bootstrap.servers that answers with another cluster ID
+// than the mirror's source (a typo pointing at another cluster would otherwise have its
+// topic configs copied before the partitions fail). An unreachable address is accepted
+// (a source may be down while its address changes); the runner checks on connecting.
+func (m *Manager) checkSourceCluster(ctx context.Context, name string, cfg *mirrorConfig, want string) error {
+	src, err := newSource(name, cfg)
+	if err != nil {
+		return err
+	}
+	defer src.close()
+	rctx, cancel := context.WithTimeout(ctx, sourceTimeout(cfg))
+	defer cancel()
+	cid, err := src.clusterID(rctx)
+	if err != nil {
+		m.log.Warn("mirror: new bootstrap.servers not reachable, its cluster ID is checked on connecting", "mirror", name, "err", err)
+		return nil
+	}
+	if cid != want {
+		return fmt.Errorf("bootstrap.servers %s is cluster %s, but mirror %s mirrors cluster %s", strings.Join(cfg.bootstrap, ","), cid, name, want)
+	}
+	return nil
+}
+
 // AlterMirrorConfigs applies IncrementalAlterConfigs operations (SET 0, DELETE 1, APPEND 2,
 // SUBTRACT 3) to the CLUSTER_MIRROR resource name (spec section 10). The result must
 // still be a valid mirror configuration; source.cluster.id is read-only. A change of a
 // connection setting (bootstrap.servers, security.protocol, sasl.*, ssl.*,
-// request.timeout.ms) reconnects the mirror's fetchers. Errors: *mirrorproto.Error with
-// UNKNOWN_CLUSTER_MIRROR or INVALID_CONFIG.
+// request.timeout.ms) reconnects the mirror's fetchers; a new bootstrap.servers that
+// answers with another cluster ID is refused (checkSourceCluster). Errors:
+// *mirrorproto.Error with UNKNOWN_CLUSTER_MIRROR or INVALID_CONFIG.
 func (m *Manager) AlterMirrorConfigs(ctx context.Context, name string, ops []kmsg.IncrementalAlterConfigsRequestResourceConfig, validateOnly bool) error {
 	im := m.local.Metadata().Image()
 	mir, ok := im.Mirrors[name]
@@ -197,8 +221,14 @@ func (m *Manager) AlterMirrorConfigs(ctx context.Context, name string, ops []kms
 			return invalid("unknown config operation %d", op.Op)
 		}
 	}
-	if _, err := parseMirrorConfig(next); err != nil {
+	cfg, err := parseMirrorConfig(next)
+	if err != nil {
 		return invalid("%v", err)
+	}
+	if old[cfgBootstrap] != next[cfgBootstrap] && mir.SourceClusterID != "" {
+		if err := m.checkSourceCluster(ctx, name, cfg, mir.SourceClusterID); err != nil {
+			return invalid("%v", err)
+		}
 	}
 	if validateOnly {
 		return nil

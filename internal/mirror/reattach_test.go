@@ -113,6 +113,7 @@ func TestDiscoveryStopsOnClusterIDChange(t *testing.T) {
 	a.start()
 	createTopicOn(t, a.client(), "app.two", 3)
 	waitSyncError(t, b, "from-a", TaskTopicDiscovery, "cluster ID changed")
+	waitSyncError(t, b, "from-a", TaskTopicConfigs, "cluster ID changed") // no configs copied from it either
 	if tt := b.b.Metadata().Image().Topics["app.two"]; tt != nil {
 		t.Fatalf("app.two discovered from a cluster with another ID: %+v", tt)
 	}

@@ -71,7 +71,7 @@ func (m *Manager) CreateClusterMirror(ctx context.Context, req *mirrorproto.Crea
 	if name == "" {
 		return fail(kerr.InvalidRequest.Code, "the mirror name is empty")
 	}
-	if !legalMirrorName.MatchString(name) || len(name) > maxMirrorNameLen {
+	if !legalMirrorName.MatchString(name) || len(name) > maxMirrorNameLen || name == "." || name == ".." {
 		return fail(kerr.InvalidRequest.Code, "mirror name %q: use at most %d of the characters a-z A-Z 0-9 . _ - (as in topic names)", name, maxMirrorNameLen)
 	}
 	if _, ok := m.local.Metadata().Image().Mirrors[name]; ok {

@@ -1,10 +1,13 @@
 package mirror
 
 import (
+	"errors"
+	"net"
 	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/internal/mirrorproto"
 )
@@ -14,7 +17,7 @@ import (
 // are refused with INVALID_REQUEST naming the rule, before the source is contacted.
 func TestCreateRefusesBadMirrorNames(t *testing.T) {
 	e := newEnv(t)
-	for _, name := range []string{"bad name/x", "tab\tname", "ünïcode", strings.Repeat("m", maxMirrorNameLen+1)} {
+	for _, name := range []string{"bad name/x", "tab\tname", "ünïcode", ".", "..", strings.Repeat("m", maxMirrorNameLen+1)} {
 		req := &mirrorproto.CreateClusterMirrorRequest{MirrorName: name,
 			Config: []mirrorproto.CreateClusterMirrorRequestConfig{{Name: "bootstrap.servers", Value: "127.0.0.1:1"}}}
 		resp := e.m.CreateClusterMirror(ctxT(t), req)
@@ -40,4 +43,25 @@ func TestStartPausedTopic(t *testing.T) {
 		t.Fatalf("pattern start with a paused topic: %+v", resp)
 	}
 	e.waitState("m", "payments", mirrorproto.StatePaused)
+}
+
+// TestAlterRefusesOtherCluster: a new bootstrap.servers that answers with another cluster
+// ID is refused with INVALID_CONFIG (a typo would otherwise have that cluster's topic
+// configs copied); another spelling of the source's own address is accepted.
+func TestAlterRefusesOtherCluster(t *testing.T) {
+	src, dst, _, _ := mirroredPair(t, "payments", 1, "m", "payments")
+	other := startBroker(t)
+	set := func(addr string) error {
+		return dst.m.AlterMirrorConfigs(ctxT(t), "m", []kmsg.IncrementalAlterConfigsRequestResourceConfig{
+			{Name: "bootstrap.servers", Op: kmsg.IncrementalAlterConfigOpSet, Value: kmsg.StringPtr(addr)}}, false)
+	}
+	err := set(other.b.Addr())
+	var me *mirrorproto.Error
+	if !errors.As(err, &me) || me.Code != kerr.InvalidConfig.Code || !strings.Contains(me.Message, "mirrors cluster") {
+		t.Fatalf("bootstrap.servers of another cluster: %v", err)
+	}
+	_, port, _ := net.SplitHostPort(src.b.Addr())
+	if err := set("localhost:" + port); err != nil {
+		t.Fatalf("the source under another name: %v", err)
+	}
 }

@@ -2,6 +2,7 @@ package mirror
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -130,6 +131,20 @@ func (r *mirrorRT) syncOnce() {
 			r.m.log.Warn("mirror sync task failed", "mirror", r.name, "task", task, "err", err)
 		}
 		r.status.record(task, err)
+	}
+	if mir.SourceClusterID != "" {
+		// Nothing is copied from a cluster that is not the mirror's source (wiped and
+		// recreated, or bootstrap.servers pointed elsewhere): every task reports it.
+		ctx, cancel := context.WithTimeout(r.ctx, cfg.requestTimeout)
+		cid, err := src.clusterID(ctx)
+		cancel()
+		if err == nil && cid != mir.SourceClusterID {
+			err := fmt.Errorf("nothing synced: the source cluster ID changed from %s to %s", mir.SourceClusterID, cid)
+			for _, task := range []string{TaskTopicDiscovery, TaskTopicConfigs, TaskGroupOffsets} {
+				run(task, func(context.Context) error { return err })
+			}
+			return
+		}
 	}
 	run(TaskTopicDiscovery, func(ctx context.Context) error { return r.syncTopics(ctx, mir, src, cfg) })
 	run(TaskTopicConfigs, func(ctx context.Context) error { return r.syncTopicConfigs(ctx, src, cfg) })

@@ -50,7 +50,7 @@ func (r *mirrorRT) syncTopics(ctx context.Context, mir *metadata.Mirror, src *so
 			return fmt.Errorf("list the source topics: %w", err)
 		}
 		if mir.SourceClusterID != "" && all.clusterID != "" && all.clusterID != mir.SourceClusterID {
-			// the runner fails the mirror's partitions; new topics would only fail too
+			// changed since syncOnce checked: new topics would only fail
 			return fmt.Errorf("topic discovery skipped: the source cluster ID changed from %s to %s", mir.SourceClusterID, all.clusterID)
 		}
 		var found []string
