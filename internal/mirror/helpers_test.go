@@ -187,70 +187,61 @@ func (e *env) startResp(mirror string, names ...string) *mirrorproto.StartMirror
 func (e *env) startTopics(mirror string, names ...string) {
 	e.t.Helper()
 	resp := e.startResp(mirror, names...)
-	if resp.ErrorCode != 0 {
-		e.t.Fatalf("StartMirrorTopics: %v", mirrorproto.ErrorFor(resp.ErrorCode, resp.ErrorMessage))
+	e.mustTopics("StartMirrorTopics", resp.ErrorCode, resp.ErrorMessage, resp.Topics, -1)
+}
+
+// asTopicNames is names as the TopicName list of Stop/Pause/Resume requests (the reverse
+// of rpc.go's topicNames).
+func asTopicNames(names []string) []mirrorproto.TopicName {
+	out := make([]mirrorproto.TopicName, 0, len(names))
+	for _, n := range names {
+		out = append(out, mirrorproto.TopicName{TopicName: n})
 	}
-	for _, tr := range resp.Topics {
+	return out
+}
+
+// mustTopics fails the test on a top-level or per-topic error of a topic RPC, or when
+// want ≥ 0 and the response holds another number of topics.
+func (e *env) mustTopics(rpc string, code int16, msg *string, topics []mirrorproto.TopicResult, want int) {
+	e.t.Helper()
+	if code != 0 {
+		e.t.Fatalf("%s: %v", rpc, mirrorproto.ErrorFor(code, msg))
+	}
+	if want >= 0 && len(topics) != want {
+		e.t.Fatalf("%s: %d topics in the response, want %d: %+v", rpc, len(topics), want, topics)
+	}
+	for _, tr := range topics {
 		if tr.ErrorCode != 0 {
-			e.t.Fatalf("StartMirrorTopics %s: %v", tr.Name, mirrorproto.ErrorFor(tr.ErrorCode, tr.ErrorMessage))
+			e.t.Fatalf("%s %s: %v", rpc, tr.Name, mirrorproto.ErrorFor(tr.ErrorCode, tr.ErrorMessage))
 		}
 	}
 }
 
+// stopTopics stops (fails over) topics of mirror and fails the test on any error.
 func (e *env) stopTopics(mirror string, names ...string) {
 	e.t.Helper()
 	req := mirrorproto.NewStopMirrorTopicsRequest()
-	req.MirrorName = mirror
-	for _, n := range names {
-		req.Topics = append(req.Topics, mirrorproto.TopicName{TopicName: n})
-	}
+	req.MirrorName, req.Topics = mirror, asTopicNames(names)
 	resp := e.m.StopMirrorTopics(ctxT(e.t), req)
-	if resp.ErrorCode != 0 {
-		e.t.Fatalf("StopMirrorTopics: %v", mirrorproto.ErrorFor(resp.ErrorCode, resp.ErrorMessage))
-	}
-	for _, tr := range resp.Topics {
-		if tr.ErrorCode != 0 {
-			e.t.Fatalf("StopMirrorTopics %s: %v", tr.Name, mirrorproto.ErrorFor(tr.ErrorCode, tr.ErrorMessage))
-		}
-	}
+	e.mustTopics("StopMirrorTopics", resp.ErrorCode, resp.ErrorMessage, resp.Topics, -1)
 }
 
 // pauseTopics pauses topics of mirror and fails the test on any error.
 func (e *env) pauseTopics(mirror string, names ...string) {
 	e.t.Helper()
 	req := mirrorproto.NewPauseMirrorTopicsRequest()
-	req.MirrorName = mirror
-	for _, n := range names {
-		req.Topics = append(req.Topics, mirrorproto.TopicName{TopicName: n})
-	}
+	req.MirrorName, req.Topics = mirror, asTopicNames(names)
 	resp := e.m.PauseMirrorTopics(ctxT(e.t), req)
-	if resp.ErrorCode != 0 || len(resp.Topics) != len(names) {
-		e.t.Fatalf("PauseMirrorTopics: %+v", resp)
-	}
-	for _, tr := range resp.Topics {
-		if tr.ErrorCode != 0 {
-			e.t.Fatalf("PauseMirrorTopics %s: %v", tr.Name, mirrorproto.ErrorFor(tr.ErrorCode, tr.ErrorMessage))
-		}
-	}
+	e.mustTopics("PauseMirrorTopics", resp.ErrorCode, resp.ErrorMessage, resp.Topics, len(names))
 }
 
 // resumeTopics resumes topics of mirror and fails the test on any error.
 func (e *env) resumeTopics(mirror string, names ...string) {
 	e.t.Helper()
 	req := mirrorproto.NewResumeMirrorTopicsRequest()
-	req.MirrorName = mirror
-	for _, n := range names {
-		req.Topics = append(req.Topics, mirrorproto.TopicName{TopicName: n})
-	}
+	req.MirrorName, req.Topics = mirror, asTopicNames(names)
 	resp := e.m.ResumeMirrorTopics(ctxT(e.t), req)
-	if resp.ErrorCode != 0 || len(resp.Topics) != len(names) {
-		e.t.Fatalf("ResumeMirrorTopics: %+v", resp)
-	}
-	for _, tr := range resp.Topics {
-		if tr.ErrorCode != 0 {
-			e.t.Fatalf("ResumeMirrorTopics %s: %v", tr.Name, mirrorproto.ErrorFor(tr.ErrorCode, tr.ErrorMessage))
-		}
-	}
+	e.mustTopics("ResumeMirrorTopics", resp.ErrorCode, resp.ErrorMessage, resp.Topics, len(names))
 }
 
 // describe returns the partitions of topic in mirror.

@@ -15,8 +15,8 @@ import (
 // topics matching topics.include, not topics.exclude and not internal (__*), that no
 // mirror holds yet, are started with their source configs. A stopped topic keeps its
 // mirror association and is therefore never rediscovered; neither is a source topic that
-// the source mirrors from this cluster (a loop), and nothing is discovered once the source
-// cluster ID changed.
+// the source mirrors from this cluster (a loop). syncOnce runs it only while the source
+// answers with the mirror's source cluster ID.
 func (r *mirrorRT) syncTopics(ctx context.Context, mir *metadata.Mirror, src *source, cfg *mirrorConfig) error {
 	im := r.m.local.Metadata().Image()
 	var stop []string
@@ -48,10 +48,6 @@ func (r *mirrorRT) syncTopics(ctx context.Context, mir *metadata.Mirror, src *so
 		all, err := src.metadata(ctx, nil)
 		if err != nil {
 			return fmt.Errorf("list the source topics: %w", err)
-		}
-		if mir.SourceClusterID != "" && all.clusterID != "" && all.clusterID != mir.SourceClusterID {
-			// changed since syncOnce checked: new topics would only fail
-			return fmt.Errorf("topic discovery skipped: the source cluster ID changed from %s to %s", mir.SourceClusterID, all.clusterID)
 		}
 		var found []string
 		for name := range all.topics {
