@@ -150,13 +150,8 @@ const (
 )
 
 // leaderEpoch is the partition's leader epoch as this single-node broker reports and
-// stamps it: the newest epoch in the leader-epoch cache, or 0 (docs/architecture.md).
-func leaderEpoch(l *storage.Log) int32 {
-	if e := l.LatestEpoch(); e > 0 {
-		return e
-	}
-	return 0
-}
+// stamps it (storage Log.LeaderEpoch; docs/architecture.md).
+func leaderEpoch(l *storage.Log) int32 { return l.LeaderEpoch() }
 
 // topicIDString renders a topic ID as Kafka's Uuid.toString does (base64url, no padding).
 func topicIDString(id [16]byte) string { return base64.RawURLEncoding.EncodeToString(id[:]) }

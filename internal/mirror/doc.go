@@ -6,20 +6,23 @@
 // periodic metadata sync of section 9 (sync*.go: topic discovery, topic configs, consumer
 // group offsets; ACLs not yet).
 //
-// Leader-epoch model (single-node kmirror): the leader epoch of a partition — what
-// Metadata reports and what leader appends stamp — is max(0, log.LatestEpoch()).
-// Mirrored batches keep their source epochs and the epoch cache follows them, so the
-// destination leader epoch is never below the source epoch of any appended batch
-// (DLE ≥ SLE by construction) and LastFetchedEpoch/DivergingEpoch work against the source
-// like a follower's. Every epoch raise is log.AssignEpoch(newEpoch, LEO) and goes to
-// epoch + 10: failover raises to max(0, LME) + 10, and EPOCH_FENCING raises to
-// batch epoch + 10 when a mirrored batch epoch comes within 3 below a raised local epoch
-// (possible only after a failover was followed by mirroring again without truncation).
-// A batch epoch above the local epoch is appended directly (the cache follows it), which
-// keeps DLE ≥ SLE without a separate fencing step. A truncation by the mirror never
-// lowers the leader epoch (partition.truncateLog assigns the previous latest epoch again
-// at the new LEO), and LastFetchedEpoch is the epoch of the last batch in the log, not a
-// raised epoch. On a single node the HW is the LEO.
+// Leader-epoch model (single-node kmirror, spec section 6): the leader-epoch cache of a
+// mirror partition follows the batch epochs — mirrored batches keep their source epochs —
+// so LastFetchedEpoch/DivergingEpoch work against the source like a follower's. The
+// leader epoch of a partition — what Metadata reports, what fetches are fenced with and
+// what leader appends stamp — is storage Log.LeaderEpoch: the newest of the latest batch
+// epoch and the epochs raised without records (Log.RaiseLeaderEpoch, kept apart from the
+// cache in the log's leader-epoch-fences file). It is never below the source epoch of an
+// appended batch (DLE ≥ SLE): a batch epoch above it is appended directly and the cache
+// follows. Raises go to epoch + 10: failover raises to max(0, LME) + 10, and
+// EPOCH_FENCING raises to batch epoch + 10 when a mirrored batch epoch comes within 3
+// below the leader epoch (possible only after a raise: a failover followed by mirroring
+// again, or a truncation). A truncation never lowers the leader epoch, and one that drops
+// records raises it by one (storage TruncateToFenced). Because raises are not cache
+// entries, mirrored batches with lower epochs after a raise keep exact
+// OffsetForLeaderEpoch answers, and an epoch whose records were truncated is answered
+// with the truncation point (the first raise above it). On a single node the HW is the
+// LEO.
 //
 // The mirror path never decodes records: batches are checked with record.Next and
 // Batch.Check and appended with storage.Log.AppendAsFollowerVerified.

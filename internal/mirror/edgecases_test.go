@@ -360,8 +360,8 @@ func epochAnswers(t *testing.T, what string, e *env, topic string) (string, int3
 		}
 		fmt.Fprintf(&sb, "%d@%d ", en.Epoch, en.StartOffset)
 	}
-	fmt.Fprintf(&sb, "LEO %d", leo)
-	return sb.String(), l.LatestEpoch()
+	fmt.Fprintf(&sb, "LEO %d leader epoch %d", leo, l.LeaderEpoch())
+	return sb.String(), l.LeaderEpoch()
 }
 
 // TestEdgeEpochOnlyHistory (spec section 16): failover of an empty mirror partition, and
@@ -370,7 +370,7 @@ func epochAnswers(t *testing.T, what string, e *env, topic string) (string, int3
 // consistent after every step and read back the same after a restart; every failover
 // raises the epoch above every earlier one. Each start after STOPPED from kfake, which
 // cannot answer the failback lookup, truncates the log to 0 (spec section 4); that
-// truncation must not lower the leader epoch (max(0, LatestEpoch)).
+// truncation must not lower the leader epoch (storage Log.LeaderEpoch).
 func TestEdgeEpochOnlyHistory(t *testing.T) {
 	c, src := newKfake(t, kfake.SeedTopics(1, "quiet"))
 	_ = c
@@ -404,7 +404,7 @@ func TestEdgeEpochOnlyHistory(t *testing.T) {
 	// the topic, stopped, takes a record at the latest epoch: still consistent
 	l := e.localLog("quiet", 0)
 	b := record.Build(record.BatchHeader{Timestamp: 1, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, []record.KV{{Value: []byte("x")}})
-	if _, err := l.AppendAsLeader(b, l.LatestEpoch(), 1); err != nil {
+	if _, err := l.AppendAsLeader(b, l.LeaderEpoch(), 1); err != nil {
 		t.Fatal(err)
 	}
 	epochAnswers(t, "after a produce", e, "quiet")
@@ -514,9 +514,13 @@ func TestEdgeLargeRecords(t *testing.T) {
 // TestEdgeRestartAfterStopFromKmirror (spec sections 4, 6 and 16): a mirror topic stopped
 // (epoch raised to 10) and started again from a kmirror source is truncated by
 // LOG_ALIGNMENT to the last mirror position it recorded at the failover (offset 5: only
-// the MIRROR_PID_RESET goes); its leader epoch stays 10, and the fetches send the epoch of the last
-// batch in the log as LastFetchedEpoch, not the raised epoch the source never used (which
-// the source would answer with DivergingEpoch forever): the mirror catches up again.
+// the MIRROR_PID_RESET goes); its leader epoch stays above 10, and the fetches send the
+// epoch of the last batch in the log as LastFetchedEpoch, not the raised epoch the source
+// never used (which the source would answer with DivergingEpoch forever): the mirror
+// catches up again. The raise is not a leader-epoch cache entry (the cache follows the
+// batch epochs): OffsetForLeaderEpoch for the source epoch answers the LEO, and a third
+// cluster mirroring the topic from this one catches up instead of being sent back to the
+// raise point with DivergingEpoch on every fetch.
 func TestEdgeRestartAfterStopFromKmirror(t *testing.T) {
 	a, b := startBroker(t), startBroker(t)
 	acl := a.client()
@@ -531,7 +535,7 @@ func TestEdgeRestartAfterStopFromKmirror(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raised := l.LatestEpoch()
+	raised := l.LeaderEpoch()
 	if raised < epochRaiseMargin {
 		t.Fatalf("failover epoch %d", raised)
 	}
@@ -540,9 +544,20 @@ func TestEdgeRestartAfterStopFromKmirror(t *testing.T) {
 	produce(t, []string{a.b.Addr()}, "ep", 3)
 	eb.waitCaughtUp(acl, "m1", "ep")
 	sameBatches(t, "ep-0 mirrored again", sourceBatches(t, acl, "ep", 0), localBatches(t, l))
-	if got := l.LatestEpoch(); got < raised {
+	if got := l.LeaderEpoch(); got < raised {
 		t.Fatalf("leader epoch %d after the restart, was %d", got, raised)
 	}
+	bcl := b.client()
+	srcEpoch := l.EpochForOffset(l.LogEndOffset() - 1)
+	if e, end := offsetForLeaderEpoch(t, bcl, "ep", srcEpoch); e != srcEpoch || end != l.LogEndOffset() {
+		t.Fatalf("OffsetForLeaderEpoch(%d) on B = epoch %d end %d, want epoch %d end %d (the LEO)", srcEpoch, e, end, srcEpoch, l.LogEndOffset())
+	}
+	c := startBroker(t)
+	ec := c.env()
+	ec.createMirror("from-b", b.b.Addr())
+	ec.startTopics("from-b", "ep")
+	ec.waitCaughtUp(bcl, "from-b", "ep")
+	sameBatches(t, "ep-0 mirrored from B to C", localBatches(t, l), c.log("ep", 0))
 	if d := eb.describe("m1", "ep")[0]; d.TruncatedOffset != 5 || d.TruncatedRecords != 1 {
 		t.Fatalf("truncation report: %+v", d)
 	}

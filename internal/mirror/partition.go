@@ -97,7 +97,7 @@ func (p *partition) setState(to mirrorproto.State, lastErr string) bool {
 	p.st.StateEpoch++
 	p.st.LastError = lastErr
 	if p.log != nil {
-		p.st.LeaderEpoch = max(0, p.log.LatestEpoch())
+		p.st.LeaderEpoch = p.log.LeaderEpoch()
 	}
 	p.cur.Store(int32(to))
 	p.persist()
@@ -146,12 +146,12 @@ func (m *Manager) backoff(n int32) time.Duration {
 
 // truncateTo truncates the local log to target for LOG_ALIGNMENT or a source
 // truncation, recording the report (spec section 15), and raises the leader epoch by one
-// at the new LEO, atomically for readers (storage TruncateToFenced; the raise also keeps
-// truncateLog's rule that a truncation never lowers the epoch): consumers that read the dropped tail then get FENCED_LEADER_EPOCH, look
-// their position up with OffsetForLeaderEpoch and move to the divergence point (spec
-// section 16, truncation before exposure), as after a Kafka leader change, instead of
-// OFFSET_OUT_OF_RANGE and auto.offset.reset (or, once the log has grown back past their
-// position, silently skipping the records now in the gap). mu held.
+// at the new LEO, atomically for readers (storage TruncateToFenced): consumers that read
+// the dropped tail then get FENCED_LEADER_EPOCH, look their position up with
+// OffsetForLeaderEpoch and move to the divergence point (spec section 16, truncation
+// before exposure), as after a Kafka leader change, instead of OFFSET_OUT_OF_RANGE and
+// auto.offset.reset (or, once the log has grown back past their position, silently
+// skipping the records now in the gap). mu held.
 func (p *partition) truncateTo(l *storage.Log, target int64, why string) error {
 	leo := l.LogEndOffset()
 	if target >= leo {
@@ -168,30 +168,22 @@ func (p *partition) truncateTo(l *storage.Log, target int64, why string) error {
 	return nil
 }
 
-// truncateLog empties the local log and restarts it at offset (TruncateFullyAndStartAt):
-// the jumps to the source log start, to start.offset and past a first batch straddling
-// the log start (truncateTo is the other way, for dropped tails). A truncation never
-// lowers the partition's leader epoch (max(0, LatestEpoch), spec sections 6 and 16): the
-// previous latest epoch is assigned again at the new LEO, so an epoch raised by a
-// failover is never reused for different history. It also forgets the cached
-// LastFetchedEpoch. mu held.
+// truncateLog empties the local log and restarts it at offset (TruncateFullyAndStartAt,
+// which keeps the leader epoch, spec sections 6 and 16): the jumps to the source log
+// start, to start.offset and past a first batch straddling the log start (truncateTo is
+// the other way, for dropped tails). It also forgets the cached LastFetchedEpoch. mu
+// held.
 func (p *partition) truncateLog(l *storage.Log, offset int64) error {
 	p.lfeOK = false
-	before := l.LatestEpoch()
-	if err := l.TruncateFullyAndStartAt(offset); err != nil {
-		return err
-	}
-	if before >= 0 && l.LatestEpoch() < before {
-		return l.AssignEpoch(before, l.LogEndOffset())
-	}
-	return nil
+	return l.TruncateFullyAndStartAt(offset)
 }
 
 // lastFetchedEpoch is the Fetch LastFetchedEpoch for the log: the leader epoch of the
 // last batch in it, −1 when the log holds no batch (Kafka's follower sends the epoch of
-// the last batch it appended). It is not LatestEpoch: an epoch raised without records
-// (failover, EPOCH_FENCING, truncateLog) is not a source epoch, and a Kafka source
-// answers it with OFFSET_OUT_OF_RANGE or DivergingEpoch on every fetch. mu held.
+// the last batch it appended). It is read from the log, not taken from the cache: a data
+// directory written before leader-epoch-fences existed holds epochs raised without
+// records (failover, EPOCH_FENCING) as cache entries, and a Kafka source answers such an
+// epoch with OFFSET_OUT_OF_RANGE or DivergingEpoch on every fetch. mu held.
 func (p *partition) lastFetchedEpoch(l *storage.Log) int32 {
 	leo := l.LogEndOffset()
 	if p.lfeOK && p.lfeAt == leo {
@@ -325,7 +317,7 @@ func (p *partition) appendBatches(l *storage.Log, data []byte) error {
 	var advanceTo int64 = -1
 	var records int64
 	newestTs := int64(-1)
-	latest := l.LatestEpoch()
+	latest := l.LeaderEpoch()
 	pos := 0
 	for pos < len(data) {
 		b, _, err := record.Next(data[pos:])
@@ -423,11 +415,11 @@ func (p *partition) maybeRaiseEpoch() {
 	to := p.raiseTo
 	p.raiseTo = 0
 	l, err := p.getLog()
-	if err != nil || to <= l.LatestEpoch() {
+	if err != nil || to <= l.LeaderEpoch() {
 		return
 	}
 	p.setState(mirrorproto.StateEpochFencing, "")
-	if err := l.AssignEpoch(to, l.LogEndOffset()); err != nil {
+	if err := l.RaiseLeaderEpoch(to); err != nil {
 		p.fail("raise the leader epoch: "+err.Error(), false)
 		return
 	}
@@ -464,9 +456,9 @@ func (p *partition) failover(sourceClusterID string) error {
 	}
 	// step 3: an epoch no source batch ever carried
 	newEpoch := max(0, p.st.LastMirrorEpoch) + epochRaiseMargin
-	if newEpoch <= l.LatestEpoch() {
-		newEpoch = l.LatestEpoch()
-	} else if err := l.AssignEpoch(newEpoch, l.LogEndOffset()); err != nil {
+	if newEpoch <= l.LeaderEpoch() {
+		newEpoch = l.LeaderEpoch()
+	} else if err := l.RaiseLeaderEpoch(newEpoch); err != nil {
 		return fmt.Errorf("raise the leader epoch: %w", err)
 	}
 	now := time.Now().UnixMilli()

@@ -162,8 +162,8 @@ func TestTransactionsAndFailover(t *testing.T) {
 	if abort.BaseOffset() != leoBefore || reset.BaseOffset() != leoBefore+1 {
 		t.Fatalf("failover markers at %d and %d, LEO before %d", abort.BaseOffset(), reset.BaseOffset(), leoBefore)
 	}
-	if l.LatestEpoch() <= epochBefore || abort.LeaderEpoch() != l.LatestEpoch() {
-		t.Fatalf("epoch not raised: before %d, after %d, marker %d", epochBefore, l.LatestEpoch(), abort.LeaderEpoch())
+	if l.LeaderEpoch() <= epochBefore || abort.LeaderEpoch() != l.LeaderEpoch() {
+		t.Fatalf("epoch not raised: before %d, after %d, marker %d", epochBefore, l.LeaderEpoch(), abort.LeaderEpoch())
 	}
 	d := e.describe("m1", "payments")[0]
 	if d.State != mirrorproto.StateStopped || d.LastMirrorOffset != leoBefore || d.LastMirrorEpoch != epochBefore {
@@ -175,7 +175,7 @@ func TestTransactionsAndFailover(t *testing.T) {
 	if fb.ProducerID() >= 0 {
 		b := record.Build(record.BatchHeader{Timestamp: 1, ProducerID: fb.ProducerID(), ProducerEpoch: fb.ProducerEpoch(), BaseSequence: fb.BaseSequence()},
 			[]record.KV{{Value: []byte("after failover")}})
-		info, err := l.AppendAsLeader(b, max(0, l.LatestEpoch()), 1)
+		info, err := l.AppendAsLeader(b, l.LeaderEpoch(), 1)
 		if err != nil || info.Duplicate || info.FirstOffset != leoBefore+2 {
 			t.Fatalf("produce after failover: %+v %v", info, err)
 		}

@@ -69,7 +69,7 @@ func (s *stateStore) write(k stateKey, r *stateRecord) error {
 	b := record.Build(record.BatchHeader{
 		Timestamp: now, ProducerID: record.NoProducerID, ProducerEpoch: -1, BaseSequence: record.NoSequence,
 	}, []record.KV{{Key: key, Value: val}})
-	epoch := max(0, log.LatestEpoch())
+	epoch := log.LeaderEpoch()
 	_, err = log.AppendAsLeader(b, epoch, now)
 	return err
 }

@@ -10,6 +10,9 @@ import (
 // leaderEpochCheckpoint is the file name of Kafka's LeaderEpochCheckpointFile.
 const leaderEpochCheckpoint = "leader-epoch-checkpoint"
 
+// leaderEpochFences is kmirror's file of epoch raises without records (same text format).
+const leaderEpochFences = "leader-epoch-fences"
+
 // EpochEntry is one leader-epoch cache entry: the first offset written in Epoch.
 type EpochEntry struct {
 	Epoch       int32
@@ -24,8 +27,8 @@ type epochCache struct {
 	entries []EpochEntry
 }
 
-func newEpochCache(dir string) *epochCache {
-	return &epochCache{path: filepath.Join(dir, leaderEpochCheckpoint)}
+func newEpochCache(dir, name string) *epochCache {
+	return &epochCache{path: filepath.Join(dir, name)}
 }
 
 // load reads the checkpoint, keeping only a strictly increasing prefix.
@@ -107,8 +110,9 @@ func (c *epochCache) assign(epoch int32, start int64) bool {
 }
 
 // truncateFromEnd removes entries starting at or after end (Kafka's truncateFromEnd);
-// keepAtEnd=true keeps entries starting exactly at end (used by recovery so that an epoch
-// raised with no records after it survives a restart).
+// keepAtEnd=true keeps entries starting exactly at end (used by recovery: data
+// directories written before leader-epoch-fences existed hold epochs raised without
+// records as cache entries at the LEO, and those must survive a restart).
 func (c *epochCache) truncateFromEnd(end int64, keepAtEnd bool) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -140,6 +144,48 @@ func (c *epochCache) truncateFromStart(start int64) bool {
 	last.StartOffset = start
 	c.entries = append([]EpochEntry{last}, c.entries[i:]...)
 	return true
+}
+
+// clampTo moves entries starting after end to end, keeping only the highest epoch of
+// those at end: the fences' form of truncateFromEnd, which never lowers the latest
+// epoch. It reports whether anything changed.
+func (c *epochCache) clampTo(end int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := len(c.entries)
+	if n == 0 || c.entries[n-1].StartOffset <= end {
+		return false
+	}
+	top := c.entries[n-1].Epoch
+	for n > 0 && c.entries[n-1].StartOffset >= end {
+		n--
+	}
+	c.entries = append(c.entries[:n], EpochEntry{top, end})
+	return true
+}
+
+// firstAbove is the first entry whose epoch is above epoch.
+func (c *epochCache) firstAbove(epoch int32) (EpochEntry, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for _, e := range c.entries {
+		if e.Epoch > epoch {
+			return e, true
+		}
+	}
+	return EpochEntry{}, false
+}
+
+// has reports whether epoch is an entry.
+func (c *epochCache) has(epoch int32) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for _, e := range c.entries {
+		if e.Epoch == epoch {
+			return true
+		}
+	}
+	return false
 }
 
 // endOffsetFor follows LeaderEpochFileCache.endOffsetFor: for the latest epoch the LEO;

@@ -48,7 +48,8 @@ type Log struct {
 	fuo      atomic.Int64 // first unstable offset, −1 when no transaction is open
 	closed   atomic.Bool
 
-	epochs *epochCache
+	epochs *epochCache // leader-epoch cache: the epochs of the batches in the log
+	fences *epochCache // epoch raises without records (RaiseLeaderEpoch, truncations)
 
 	chMu    sync.Mutex
 	changed chan struct{}
@@ -79,7 +80,8 @@ func openLog(dir string, topicID [16]byte, cfg Config, logger *slog.Logger, reco
 	}
 	l := &Log{
 		dir: dir, topicID: topicID, logger: logger.With("dir", dir),
-		cfg: cfg.sanitize(), ps: newProducerState(), epochs: newEpochCache(dir),
+		cfg: cfg.sanitize(), ps: newProducerState(),
+		epochs: newEpochCache(dir, leaderEpochCheckpoint), fences: newEpochCache(dir, leaderEpochFences),
 		lastFlush: time.Now(),
 	}
 	l.fuo.Store(-1)
@@ -576,8 +578,16 @@ func (l *Log) AbortedTransactions(start, end int64) []AbortedTxn {
 	return out
 }
 
-// LatestEpoch is the latest leader epoch in the cache, −1 when empty.
+// LatestEpoch is the latest leader epoch in the cache (the newest batch epoch), −1 when
+// empty.
 func (l *Log) LatestEpoch() int32 { return l.epochs.latest() }
+
+// LeaderEpoch is the partition's leader epoch: the newest of the latest batch epoch and
+// every epoch raised without records (RaiseLeaderEpoch, TruncateToFenced), at least 0.
+// A truncation never lowers it. A mirror partition keeps the two apart (spec section 6:
+// its cache follows the batch epochs, the source's), which Kafka, whose leaders add their
+// epoch to the cache on election, has no need to do.
+func (l *Log) LeaderEpoch() int32 { return max(0, l.epochs.latest(), l.fences.latest()) }
 
 // EpochEntries is a copy of the leader-epoch cache, oldest first.
 func (l *Log) EpochEntries() []EpochEntry { return l.epochs.snapshot() }
@@ -587,25 +597,47 @@ func (l *Log) EpochEntries() []EpochEntry { return l.epochs.snapshot() }
 // none (Kafka's LeaderEpochFileCache.epochForOffset). It does not copy the cache.
 func (l *Log) EpochForOffset(offset int64) int32 { return l.epochs.epochFor(offset) }
 
-// AssignEpoch raises the leader epoch to epoch starting at startOffset without records
-// (Kafka's LeaderEpochFileCache.assign); ignored when epoch <= LatestEpoch. The
-// checkpoint is written before it returns.
-func (l *Log) AssignEpoch(epoch int32, startOffset int64) error {
+// RaiseLeaderEpoch raises LeaderEpoch to epoch at the LEO without adding a cache entry:
+// the first raise above an epoch records where history in it ended, for
+// EndOffsetForEpoch. Ignored when epoch <= LeaderEpoch. The fences file is written
+// before it returns.
+func (l *Log) RaiseLeaderEpoch(epoch int32) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.epochs.assign(epoch, startOffset) {
-		return l.epochs.flush()
+	if epoch <= l.LeaderEpoch() {
+		return nil
+	}
+	if l.fences.assign(epoch, l.leo.Load()) {
+		return l.fences.flush()
 	}
 	return nil
 }
 
-// EndOffsetForEpoch follows LeaderEpochFileCache.endOffsetFor (OffsetForLeaderEpoch):
+// EndOffsetForEpoch answers OffsetForLeaderEpoch and the Fetch LastFetchedEpoch check.
+// For an epoch that batches in the log carry it follows LeaderEpochFileCache.endOffsetFor:
 // for the latest epoch, (epoch, LEO); otherwise the largest cached epoch <= epoch and the
 // start offset of the next larger one — for an epoch below every entry, (epoch, first
-// entry's start offset) as Kafka does; (−1, −1) when the epoch is above every entry or
-// the cache is empty.
+// entry's start offset) as Kafka does. For any other epoch (history since truncated, or
+// epochs the log skipped) the history ended no later than the first epoch raise above
+// it; LeaderEpoch itself is answered with the LEO, and (−1, −1) when the epoch is above
+// LeaderEpoch or nothing is known.
 func (l *Log) EndOffsetForEpoch(epoch int32) (int32, int64) {
-	return l.epochs.endOffsetFor(epoch, l.leo.Load())
+	leo := l.leo.Load()
+	e, end := l.epochs.endOffsetFor(epoch, leo)
+	if epoch < 0 || l.epochs.has(epoch) {
+		return e, end
+	}
+	if f, ok := l.fences.firstAbove(epoch); ok && (end < 0 || f.StartOffset < end) {
+		fe := l.epochs.epochFor(f.StartOffset - 1)
+		if fe < 0 || fe > epoch {
+			fe = epoch
+		}
+		return fe, f.StartOffset
+	}
+	if end < 0 && epoch == l.LeaderEpoch() {
+		return epoch, leo
+	}
+	return e, end
 }
 
 // Flush fsyncs every segment written since the last flush and moves the recovery point

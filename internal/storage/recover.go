@@ -26,6 +26,10 @@ func (l *Log) load(recoveryPoint, ckLogStart int64) error {
 		l.logger.Warn("ignoring unreadable leader-epoch-checkpoint", "err", err)
 		l.epochs.entries = nil
 	}
+	if err := l.fences.load(); err != nil {
+		l.logger.Warn("ignoring unreadable leader-epoch-fences", "err", err)
+		l.fences.entries = nil
+	}
 	if len(bases) == 0 {
 		seg, err := openSegment(l.dir, max(ckLogStart, 0))
 		if err != nil {
@@ -118,6 +122,12 @@ func (l *Log) load(recoveryPoint, ckLogStart int64) error {
 	}
 	if changed || (len(l.epochs.entries) > 0 && !fileExists(l.epochs.path)) {
 		if err := l.epochs.flush(); err != nil {
+			l.closeSegments()
+			return err
+		}
+	}
+	if l.fences.clampTo(leo) {
+		if err := l.fences.flush(); err != nil {
 			l.closeSegments()
 			return err
 		}

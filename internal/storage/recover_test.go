@@ -15,8 +15,12 @@ func TestEpochCache(t *testing.T) {
 	if l.LatestEpoch() != -1 {
 		t.Fatal("empty cache")
 	}
-	if e, o := l.EndOffsetForEpoch(0); e != -1 || o != -1 {
+	// empty: leader epoch 0 ends at the LEO (a Kafka leader's cache holds its epoch)
+	if e, o := l.EndOffsetForEpoch(0); e != 0 || o != 0 {
 		t.Fatalf("empty: %d %d", e, o)
+	}
+	if e, o := l.EndOffsetForEpoch(1); e != -1 || o != -1 {
+		t.Fatalf("empty, epoch 1: %d %d", e, o)
 	}
 	for i := 0; i < 4; i++ {
 		mustAppend(t, l, mkBatch(t, batchOpts{n: 5}), 2) // 0..19 epoch 2
@@ -24,17 +28,17 @@ func TestEpochCache(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		mustAppend(t, l, mkBatch(t, batchOpts{n: 5}), 4) // 20..29 epoch 4
 	}
-	// Epoch-only raises: 6 at 30 then 7 at 30 replaces 6 (Kafka's assign).
-	if err := l.AssignEpoch(6, 30); err != nil {
-		t.Fatal(err)
+	// Epoch raises without records: 6 at 30 then 7 at 30 replaces 6; fences, not cache
+	// entries (spec section 6: the cache follows the batch epochs).
+	for _, e := range []int32{6, 7, 5} {
+		if err := l.RaiseLeaderEpoch(e); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := l.AssignEpoch(7, 30); err != nil {
-		t.Fatal(err)
+	if l.LatestEpoch() != 4 || l.LeaderEpoch() != 7 {
+		t.Fatalf("after raises: latest batch epoch %d, leader epoch %d; want 4 and 7", l.LatestEpoch(), l.LeaderEpoch())
 	}
-	if err := l.AssignEpoch(5, 30); err != nil || l.LatestEpoch() != 7 {
-		t.Fatalf("lower epoch accepted")
-	}
-	wantEntries := []EpochEntry{{2, 0}, {4, 20}, {7, 30}}
+	wantEntries := []EpochEntry{{2, 0}, {4, 20}}
 	check := func(l *Log) {
 		t.Helper()
 		got := l.EpochEntries()
@@ -54,36 +58,40 @@ func TestEpochCache(t *testing.T) {
 			{1, 1, 0},   // below the earliest: requested epoch, first start offset (Kafka)
 			{2, 2, 20},  //
 			{3, 2, 20},  // unknown in between: largest below
-			{4, 4, 30},  //
-			{6, 4, 30},  // the replaced epoch-only entry
-			{7, 7, 30},  // latest: LEO
-			{8, -1, -1}, // above latest
+			{4, 4, 30},  // latest batch epoch: LEO
+			{6, 4, 30},  // raised over: history in it ended at the raise
+			{7, 7, 30},  // the leader epoch: LEO
+			{8, -1, -1}, // above the leader epoch
 			{-1, -1, -1},
 		} {
 			if e, o := l.EndOffsetForEpoch(c.req); e != c.e || o != c.o {
 				t.Fatalf("EndOffsetForEpoch(%d) = %d %d, want %d %d", c.req, e, o, c.e, c.o)
 			}
 		}
-		for _, c := range [][2]int64{{0, 2}, {19, 2}, {20, 4}, {29, 4}, {30, 7}, {1000, 7}} {
+		for _, c := range [][2]int64{{0, 2}, {19, 2}, {20, 4}, {29, 4}, {30, 4}, {1000, 4}} {
 			if e := l.EpochForOffset(c[0]); int64(e) != c[1] {
 				t.Fatalf("EpochForOffset(%d) = %d, want %d", c[0], e, c[1])
 			}
 		}
 	}
 	check(l)
-	data, _ := os.ReadFile(filepath.Join(dir, "leader-epoch-checkpoint"))
-	if string(data) != "0\n3\n2 0\n4 20\n7 30\n" {
-		t.Fatalf("checkpoint %q", data)
+	for name, want := range map[string]string{"leader-epoch-checkpoint": "0\n2\n2 0\n4 20\n", "leader-epoch-fences": "0\n1\n7 30\n"} {
+		if data, _ := os.ReadFile(filepath.Join(dir, name)); string(data) != want {
+			t.Fatalf("%s %q, want %q", name, data, want)
+		}
 	}
 	l.Close()
-	// The epoch-only entry at the LEO survives a restart.
+	// The raise survives a restart.
 	l = openT(t, dir, DefaultConfig())
 	check(l)
-	// Appending at epoch 7 keeps the entry; epoch 9 batch adds one.
+	if l.LeaderEpoch() != 7 {
+		t.Fatalf("leader epoch after a restart: %d", l.LeaderEpoch())
+	}
+	// Appending at epoch 7 adds the cache entry; epoch 9 batch adds one.
 	mustAppend(t, l, mkBatch(t, batchOpts{}), 7)
 	mustAppend(t, l, mkBatch(t, batchOpts{}), 9)
-	wantEntries = append(wantEntries, EpochEntry{9, 31})
-	// Truncation removes entries at or after the new LEO.
+	wantEntries = append(wantEntries, EpochEntry{7, 30}, EpochEntry{9, 31})
+	// Truncation removes entries at or after the new LEO and keeps the leader epoch.
 	if err := l.TruncateTo(31); err != nil {
 		t.Fatal(err)
 	}
@@ -91,12 +99,22 @@ func TestEpochCache(t *testing.T) {
 	if e, o := l.EndOffsetForEpoch(7); e != 7 || o != 31 {
 		t.Fatalf("after truncate: %d %d", e, o)
 	}
+	if l.LeaderEpoch() != 9 {
+		t.Fatalf("truncation lowered the leader epoch to %d", l.LeaderEpoch())
+	}
 	if err := l.TruncateTo(25); err != nil {
 		t.Fatal(err)
 	}
 	wantEntries = wantEntries[:2]
 	if e, o := l.EndOffsetForEpoch(4); e != 4 || o != 25 {
 		t.Fatalf("after truncate: %d %d", e, o)
+	}
+	// epochs 7 and 9, truncated: their history ended at 25 at the latest
+	if e, o := l.EndOffsetForEpoch(7); e != 4 || o != 25 {
+		t.Fatalf("truncated epoch 7 after truncate: %d %d", e, o)
+	}
+	if e, o := l.EndOffsetForEpoch(9); e != 9 || o != 25 {
+		t.Fatalf("leader epoch 9 after truncate: %d %d", e, o)
 	}
 	l.Close()
 	// A lost checkpoint is rebuilt from the batches' epochs.

@@ -11,12 +11,13 @@ import (
 // segments are deleted, the segment holding offset is cut at the first batch whose last
 // offset is >= offset (a batch straddling offset goes whole, so the LEO becomes its base
 // offset), indexes, the leader-epoch cache (truncateFromEnd), producer state and
-// transaction state are rebuilt. A no-op when offset >= LEO; below the log start it is
+// transaction state are rebuilt. LeaderEpoch is kept: a dropped epoch stays a fence at
+// the new LEO. A no-op when offset >= LEO; below the log start it is
 // TruncateFullyAndStartAt(offset).
 func (l *Log) TruncateTo(offset int64) error { return l.truncate(offset, false) }
 
 // TruncateToFenced is TruncateTo followed, in the same critical section, by a leader
-// epoch of max(0, latest epoch before)+1 starting at the new LEO. A reader that sees the
+// epoch raise to LeaderEpoch()+1 at the new LEO (RaiseLeaderEpoch). A reader that sees the
 // shorter log (ReadRange) sees the raised epoch too, so a consumer that had read the
 // dropped tail is fenced (FENCED_LEADER_EPOCH, then OffsetForLeaderEpoch finds the
 // divergence point) instead of being answered OFFSET_OUT_OF_RANGE, as when a Kafka
@@ -32,12 +33,12 @@ func (l *Log) truncate(offset int64, fence bool) error {
 	if offset >= l.leo.Load() {
 		return nil
 	}
-	raise := int32(-1)
+	keep := l.LeaderEpoch()
 	if fence {
-		raise = max(0, l.epochs.latest()) + 1
+		keep++
 	}
 	if offset < l.logStart.Load() {
-		return l.truncateFullyLocked(offset, raise)
+		return l.truncateFullyLocked(offset, keep)
 	}
 	l.rw.Lock()
 	err := l.truncateSegmentsLocked(offset)
@@ -46,12 +47,15 @@ func (l *Log) truncate(offset int64, fence bool) error {
 		return err
 	}
 	changed := l.epochs.truncateFromEnd(l.leo.Load(), false)
-	if raise >= 0 && l.epochs.assign(raise, l.leo.Load()) {
-		changed = true
-	}
+	fenced := l.keepLeaderEpoch(keep)
 	l.rw.Unlock()
 	if changed {
 		if err := l.epochs.flush(); err != nil {
+			return err
+		}
+	}
+	if fenced {
+		if err := l.fences.flush(); err != nil {
 			return err
 		}
 	}
@@ -148,19 +152,29 @@ func (l *Log) reindex(seg *segment) error {
 
 // TruncateFullyAndStartAt deletes every segment and starts an empty log at offset: log
 // start = LEO = offset; the leader-epoch cache is cleared and producer state reset
-// (Kafka's UnifiedLog.truncateFullyAndStartAt).
+// (Kafka's UnifiedLog.truncateFullyAndStartAt). LeaderEpoch is kept as a fence.
 func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed.Load() {
 		return ErrClosed
 	}
-	return l.truncateFullyLocked(offset, -1)
+	return l.truncateFullyLocked(offset, l.LeaderEpoch())
 }
 
-// truncateFullyLocked empties the log and restarts it at offset; raise ≥ 0 is assigned as
-// the leader epoch at offset before readers see the empty log (TruncateToFenced).
-func (l *Log) truncateFullyLocked(offset int64, raise int32) error {
+// keepLeaderEpoch, after a truncation, moves the fences past the new LEO to it and makes
+// LeaderEpoch at least keep. It reports whether the fences changed. mu and rw held.
+func (l *Log) keepLeaderEpoch(keep int32) bool {
+	changed := l.fences.clampTo(l.leo.Load())
+	if keep > l.LeaderEpoch() && l.fences.assign(keep, l.leo.Load()) {
+		changed = true
+	}
+	return changed
+}
+
+// truncateFullyLocked empties the log and restarts it at offset with LeaderEpoch at least
+// keep, before readers see the empty log (TruncateToFenced).
+func (l *Log) truncateFullyLocked(offset int64, keep int32) error {
 	if offset < 0 {
 		return fmt.Errorf("%w: negative offset %d", ErrOffsetOutOfRange, offset)
 	}
@@ -187,14 +201,17 @@ func (l *Log) truncateFullyLocked(offset int64, raise int32) error {
 	l.epochs.mu.Lock()
 	l.epochs.entries = nil
 	l.epochs.mu.Unlock()
-	if raise >= 0 {
-		l.epochs.assign(raise, offset)
-	}
+	fenced := l.keepLeaderEpoch(keep)
 	l.rw.Unlock()
 	l.ps.reset()
 	l.fuo.Store(-1)
 	if err := l.epochs.flush(); err != nil {
 		return err
+	}
+	if fenced {
+		if err := l.fences.flush(); err != nil {
+			return err
+		}
 	}
 	l.recoveryPoint = offset
 	l.notify()

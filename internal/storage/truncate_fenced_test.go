@@ -32,8 +32,8 @@ func TestTruncateToFencedIsAtomic(t *testing.T) {
 				r, err := l.ReadRange(leo-1, 1<<20, leo, true)
 				if err == nil {
 					r.Release()
-				} else if errors.Is(err, ErrOffsetOutOfRange) && l.LatestEpoch() <= epoch {
-					done <- fmt.Sprintf("round %d: offset %d out of range while the leader epoch is still %d", round, leo-1, l.LatestEpoch())
+				} else if errors.Is(err, ErrOffsetOutOfRange) && l.LeaderEpoch() <= epoch {
+					done <- fmt.Sprintf("round %d: offset %d out of range while the leader epoch is still %d", round, leo-1, l.LeaderEpoch())
 					return
 				}
 			}
@@ -45,7 +45,7 @@ func TestTruncateToFencedIsAtomic(t *testing.T) {
 		if msg := <-done; msg != "" {
 			t.Fatal(msg)
 		}
-		if got := l.LatestEpoch(); got != epoch+1 {
+		if got := l.LeaderEpoch(); got != epoch+1 {
 			t.Fatalf("round %d: leader epoch %d after the fenced truncation, want %d", round, got, epoch+1)
 		}
 		if e, end := l.EndOffsetForEpoch(epoch); e != epoch || end != target {
@@ -60,7 +60,7 @@ func TestTruncateToFencedIsAtomic(t *testing.T) {
 	if err := l.TruncateToFenced(0); err != nil {
 		t.Fatal(err)
 	}
-	if got := l.LatestEpoch(); got != epoch+1 || l.LogEndOffset() != 0 {
+	if got := l.LeaderEpoch(); got != epoch+1 || l.LogEndOffset() != 0 {
 		t.Fatalf("full truncation: epoch %d LEO %d, want epoch %d LEO 0", got, l.LogEndOffset(), epoch+1)
 	}
 }
