@@ -429,7 +429,8 @@ func (p *partition) maybeRaiseEpoch() {
 // failover runs the failover sequence of spec section 5 for this partition: remove the
 // fetcher (the state change does it: fetchers append only in MIRRORING), persist the
 // last mirror position, raise the epoch above every epoch in the log, abort every open
-// transaction, append MIRROR_PID_RESET, then STOPPED.
+// transaction, append MIRROR_PID_RESET, then STOPPED. A partition that never mirrored
+// goes to STOPPED as it is.
 func (p *partition) failover(sourceClusterID string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -439,6 +440,14 @@ func (p *partition) failover(sourceClusterID string) error {
 	l, err := p.getLog()
 	if err != nil {
 		return err
+	}
+	if p.st.StateEpoch == 0 && l.LogEndOffset() == 0 {
+		// never mirrored (a partition added to a STOPPED topic, or one stopped before its
+		// first LOG_ALIGNMENT): nothing of the source to fence or reset, so it becomes an
+		// ordinary empty partition at leader epoch 0, as Kafka's CreatePartitions makes
+		p.setState(mirrorproto.StateStopping, "")
+		p.setState(mirrorproto.StateStopped, "")
+		return nil
 	}
 	if p.st.State != mirrorproto.StateStopping {
 		if !p.setState(mirrorproto.StateStopping, "") {

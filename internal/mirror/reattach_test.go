@@ -2,6 +2,7 @@ package mirror
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -167,4 +168,29 @@ func TestStopBeforeAlignmentKeepsPosition(t *testing.T) {
 	ed.startTopics("mm", "t1")
 	ed.waitCaughtUp(ccl, "mm", "t1")
 	sameBatches(t, "t1 on D after re-attaching", sourceBatches(t, ccl, "t1", 0), d.log("t1", 0))
+}
+
+// TestPartitionsAddedAfterFailover: partitions an operator adds to a failed-over (STOPPED)
+// topic are ordinary empty partitions, as Kafka's CreatePartitions makes them: STOPPED,
+// leader epoch 0, nothing in the log (no MIRROR_PID_RESET at offset 0, which Kafka's tools
+// would count as a record of lag), and the first produced record lands at offset 0.
+func TestPartitionsAddedAfterFailover(t *testing.T) {
+	_, d, _, ed := mirroredPair(t, "grow", 5, "mm", "grow")
+	ed.stopTopics("mm", "grow")
+	dcl := d.client()
+	if rs, err := kadm.NewClient(dcl).CreatePartitions(context.Background(), 1, "grow"); err != nil || rs["grow"].Err != nil {
+		t.Fatalf("CreatePartitions on the failed-over topic: %v %+v", err, rs)
+	}
+	eventually(t, func() string { return fmt.Sprintf("partition grow-1 not STOPPED: %+v", ed.describe("mm", "grow")) }, func() bool {
+		ps := ed.describe("mm", "grow")
+		return len(ps) == 2 && ps[1].State == mirrorproto.StateStopped
+	})
+	l := ed.localLog("grow", 1)
+	if l.LogEndOffset() != 0 || l.LeaderEpoch() != 0 {
+		t.Fatalf("added partition: LEO %d, leader epoch %d; want 0 and 0", l.LogEndOffset(), l.LeaderEpoch())
+	}
+	produceN(t, dcl, "grow", 1, 0, 1)
+	if got := localBatches(t, l); len(got) != 1 || got[0].offset != 0 {
+		t.Fatalf("added partition after a produce: %+v, want one batch at offset 0", got)
+	}
 }
