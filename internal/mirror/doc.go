@@ -20,9 +20,9 @@
 // again, or a truncation). A truncation never lowers the leader epoch, and one that drops
 // records raises it by one (storage TruncateToFenced). Because raises are not cache
 // entries, mirrored batches with lower epochs after a raise keep exact
-// OffsetForLeaderEpoch answers, and an epoch whose records were truncated is answered
-// with the truncation point (the first raise above it). On a single node the HW is the
-// LEO.
+// OffsetForLeaderEpoch answers, and an epoch whose batches were truncated is answered
+// with the truncation point (storage Log.EndOffsetForEpoch). On a single node the HW is
+// the LEO.
 //
 // The mirror path never decodes records: batches are checked with record.Next and
 // Batch.Check and appended with storage.Log.AppendAsFollowerVerified.

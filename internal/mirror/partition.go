@@ -443,9 +443,14 @@ func (p *partition) failover(sourceClusterID string) error {
 	}
 	if p.st.StateEpoch == 0 && l.LogEndOffset() == 0 {
 		// never mirrored (a partition added to a STOPPED topic, or one stopped before its
-		// first LOG_ALIGNMENT): nothing of the source to fence or reset, so it becomes an
-		// ordinary empty partition at leader epoch 0, as Kafka's CreatePartitions makes
+		// first LOG_ALIGNMENT): no producer state or transaction to reset, so no marker —
+		// an empty partition, as Kafka's CreatePartitions makes it. Its epoch is still
+		// raised, so that its own writes never share an epoch with the source's batches
+		// should it ever be re-attached (spec section 6).
 		p.setState(mirrorproto.StateStopping, "")
+		if err := l.RaiseLeaderEpoch(epochRaiseMargin); err != nil {
+			return fmt.Errorf("raise the leader epoch: %w", err)
+		}
 		p.setState(mirrorproto.StateStopped, "")
 		return nil
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/internal/metadata"
@@ -171,9 +172,10 @@ func TestStopBeforeAlignmentKeepsPosition(t *testing.T) {
 }
 
 // TestPartitionsAddedAfterFailover: partitions an operator adds to a failed-over (STOPPED)
-// topic are ordinary empty partitions, as Kafka's CreatePartitions makes them: STOPPED,
-// leader epoch 0, nothing in the log (no MIRROR_PID_RESET at offset 0, which Kafka's tools
-// would count as a record of lag), and the first produced record lands at offset 0.
+// topic are empty partitions, as Kafka's CreatePartitions makes them: STOPPED, nothing in
+// the log (no MIRROR_PID_RESET at offset 0, which Kafka's tools would count as a record of
+// lag), and the first produced record lands at offset 0. Their leader epoch is raised
+// like a failover's (10), so their writes never share an epoch with source batches.
 func TestPartitionsAddedAfterFailover(t *testing.T) {
 	_, d, _, ed := mirroredPair(t, "grow", 5, "mm", "grow")
 	ed.stopTopics("mm", "grow")
@@ -186,10 +188,10 @@ func TestPartitionsAddedAfterFailover(t *testing.T) {
 		return len(ps) == 2 && ps[1].State == mirrorproto.StateStopped
 	})
 	l := ed.localLog("grow", 1)
-	if l.LogEndOffset() != 0 || l.LeaderEpoch() != 0 {
-		t.Fatalf("added partition: LEO %d, leader epoch %d; want 0 and 0", l.LogEndOffset(), l.LeaderEpoch())
+	if l.LogEndOffset() != 0 || l.LeaderEpoch() != epochRaiseMargin {
+		t.Fatalf("added partition: LEO %d, leader epoch %d; want 0 and %d", l.LogEndOffset(), l.LeaderEpoch(), epochRaiseMargin)
 	}
-	produceN(t, dcl, "grow", 1, 0, 1)
+	produceN(t, d.client(kgo.RecordPartitioner(kgo.ManualPartitioner())), "grow", 1, 0, 1)
 	if got := localBatches(t, l); len(got) != 1 || got[0].offset != 0 {
 		t.Fatalf("added partition after a produce: %+v, want one batch at offset 0", got)
 	}

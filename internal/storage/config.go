@@ -1,7 +1,9 @@
 // Package storage is kmirror's partition log in Apache Kafka's on-disk layout
 // (architecture section 3): a directory per partition holding segments named by their
-// 20-digit base offset (.log, .index, .timeindex, .txnindex), leader-epoch-checkpoint and
-// partition.metadata, plus the log directory's checkpoint files written by Manager.
+// 20-digit base offset (.log, .index, .timeindex, .txnindex), leader-epoch-checkpoint,
+// partition.metadata and, for raised and truncated leader epochs, kmirror's
+// leader-epoch-fences and leader-epoch-truncations, plus the log directory's checkpoint
+// files written by Manager.
 //
 // It follows Apache Kafka's UnifiedLog, LogSegment, LogLoader, ProducerStateManager and
 // LeaderEpochFileCache. Batches are stored byte for byte; records are decoded only by

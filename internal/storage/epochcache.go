@@ -3,6 +3,7 @@ package storage
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 )
@@ -13,6 +14,10 @@ const leaderEpochCheckpoint = "leader-epoch-checkpoint"
 // leaderEpochFences is kmirror's file of epoch raises without records (same text format).
 const leaderEpochFences = "leader-epoch-fences"
 
+// leaderEpochTruncations is kmirror's file of the epochs whose batches a truncation
+// dropped, with the truncation point (same text format).
+const leaderEpochTruncations = "leader-epoch-truncations"
+
 // EpochEntry is one leader-epoch cache entry: the first offset written in Epoch.
 type EpochEntry struct {
 	Epoch       int32
@@ -20,7 +25,9 @@ type EpochEntry struct {
 }
 
 // epochCache follows Apache Kafka's LeaderEpochFileCache: entries ordered by epoch and
-// start offset, checkpointed to leader-epoch-checkpoint on every change.
+// start offset, checkpointed to its file on every change. A Log keeps two: the cache of
+// batch epochs (leader-epoch-checkpoint) and the raises without records
+// (leader-epoch-fences).
 type epochCache struct {
 	mu      sync.RWMutex
 	path    string
@@ -109,15 +116,12 @@ func (c *epochCache) assign(epoch int32, start int64) bool {
 	return true
 }
 
-// truncateFromEnd removes entries starting at or after end (Kafka's truncateFromEnd);
-// keepAtEnd=true keeps entries starting exactly at end (used by recovery: data
-// directories written before leader-epoch-fences existed hold epochs raised without
-// records as cache entries at the LEO, and those must survive a restart).
-func (c *epochCache) truncateFromEnd(end int64, keepAtEnd bool) bool {
+// truncateFromEnd removes entries starting at or after end (Kafka's truncateFromEnd).
+func (c *epochCache) truncateFromEnd(end int64) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := len(c.entries)
-	for n > 0 && (c.entries[n-1].StartOffset > end || (!keepAtEnd && c.entries[n-1].StartOffset == end)) {
+	for n > 0 && c.entries[n-1].StartOffset >= end {
 		n--
 	}
 	changed := n != len(c.entries)
@@ -164,6 +168,22 @@ func (c *epochCache) clampTo(end int64) bool {
 	return true
 }
 
+// rangeEnd is, for an epoch that is an entry, where its range ends: the next entry's
+// start, or leo for the latest.
+func (c *epochCache) rangeEnd(epoch int32, leo int64) (int64, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for i, e := range c.entries {
+		if e.Epoch == epoch {
+			if i+1 < len(c.entries) {
+				return c.entries[i+1].StartOffset, true
+			}
+			return leo, true
+		}
+	}
+	return 0, false
+}
+
 // firstAbove is the first entry whose epoch is above epoch.
 func (c *epochCache) firstAbove(epoch int32) (EpochEntry, bool) {
 	c.mu.RLock()
@@ -174,6 +194,17 @@ func (c *epochCache) firstAbove(epoch int32) (EpochEntry, bool) {
 		}
 	}
 	return EpochEntry{}, false
+}
+
+// startingAt is a copy of the entries starting at or after offset.
+func (c *epochCache) startingAt(offset int64) []EpochEntry {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	i := len(c.entries)
+	for i > 0 && c.entries[i-1].StartOffset >= offset {
+		i--
+	}
+	return append([]EpochEntry(nil), c.entries[i:]...)
 }
 
 // has reports whether epoch is an entry.
@@ -214,4 +245,90 @@ func (c *epochCache) endOffsetFor(requested int32, leo int64) (int32, int64) {
 		return requested, c.entries[0].StartOffset
 	}
 	return c.entries[hi-1].Epoch, c.entries[hi].StartOffset
+}
+
+// epochDrops holds, for each epoch whose every batch a truncation dropped (its cache
+// entry removed), the truncation point: where that history ended for a reader who had
+// seen the dropped batches (Log.EndOffsetForEpoch). Kafka needs no such record: its
+// epochs grow with the offsets, so the next entry's start answers a dropped epoch; a
+// mirror partition's batch epochs (the source's) can sit below an epoch it raised.
+type epochDrops struct {
+	mu   sync.RWMutex
+	path string
+	at   map[int32]int64
+}
+
+func newEpochDrops(dir string) *epochDrops {
+	return &epochDrops{path: filepath.Join(dir, leaderEpochTruncations), at: map[int32]int64{}}
+}
+
+func (d *epochDrops) load() error {
+	lines, err := readCheckpoint(d.path, 2)
+	if err != nil {
+		return err
+	}
+	d.at = map[int32]int64{}
+	for _, f := range lines {
+		e, err1 := strconv.ParseInt(f[0], 10, 32)
+		o, err2 := strconv.ParseInt(f[1], 10, 64)
+		if err1 != nil || err2 != nil || e < 0 || o < 0 {
+			return fmt.Errorf("%s: malformed entry %v", d.path, f)
+		}
+		d.at[int32(e)] = o
+	}
+	return nil
+}
+
+func (d *epochDrops) flush() error {
+	d.mu.RLock()
+	epochs := make([]int32, 0, len(d.at))
+	for e := range d.at {
+		epochs = append(epochs, e)
+	}
+	slices.Sort(epochs)
+	lines := make([]string, len(epochs))
+	for i, e := range epochs {
+		lines[i] = fmt.Sprintf("%d %d", e, d.at[e])
+	}
+	d.mu.RUnlock()
+	return writeCheckpoint(d.path, lines)
+}
+
+func (d *epochDrops) get(epoch int32) (int64, bool) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	at, ok := d.at[epoch]
+	return at, ok
+}
+
+// record notes the epochs of dropped entries as ending at at (the earliest point wins).
+// It reports whether anything changed.
+func (d *epochDrops) record(dropped []EpochEntry, at int64) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	changed := false
+	for _, e := range dropped {
+		if old, ok := d.at[e.Epoch]; !ok || at < old {
+			d.at[e.Epoch] = at
+			changed = true
+		}
+	}
+	return changed
+}
+
+// clamp moves every point into [start, end]: a later truncation to end cut that history
+// there too, and below the log start there is nothing to go back to (Kafka's
+// truncateFromStart re-bases the first entry the same way). It reports whether anything
+// changed.
+func (d *epochDrops) clamp(start, end int64) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	changed := false
+	for e, at := range d.at {
+		if v := min(max(at, start), end); v != at {
+			d.at[e] = v
+			changed = true
+		}
+	}
+	return changed
 }

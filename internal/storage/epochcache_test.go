@@ -1,6 +1,10 @@
 package storage
 
-import "testing"
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
 
 // TestRaisedEpochKeepsBatchEpochAnswers (spec section 6, the leader-epoch cache of a mirror
 // partition follows the batch epochs): a mirror partition fails over (leader epoch raised
@@ -65,11 +69,86 @@ func TestRaisedEpochKeepsBatchEpochAnswers(t *testing.T) {
 	l = openT(t, dir, DefaultConfig())
 	defer l.Close()
 	check("after a restart")
-	// emptied and restarted elsewhere (a jump to the source log start): still 11
+
+	// the source moves on to epoch 2, then diverges: the mirror truncates to 20 (fenced)
+	follow(20, 2) // 20..24
+	if err := l.TruncateToFenced(20); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		req int32
+		e   int32
+		o   int64
+	}{
+		{2, 1, 20},  // dropped: the truncation point, not an older raise
+		{1, 1, 20},  // the latest batch epoch again: LEO
+		{10, 0, 10}, // still the first truncation point
+		{0, 0, 15},
+	} {
+		if e, o := l.EndOffsetForEpoch(c.req); e != c.e || o != c.o {
+			t.Fatalf("after the second truncation: EndOffsetForEpoch(%d) = %d %d, want %d %d", c.req, e, o, c.e, c.o)
+		}
+	}
+	// retention passes the first truncation point: epoch 1 keeps Kafka's answer, and
+	// the truncated local epoch 10 points at the log start (nothing earlier is left)
+	if err := l.AdvanceLogStartOffset(17); err != nil {
+		t.Fatal(err)
+	}
+	if e, o := l.EndOffsetForEpoch(1); e != 1 || o != 20 {
+		t.Fatalf("after the log start moved: EndOffsetForEpoch(1) = %d %d, want 1 20", e, o)
+	}
+	if e, o := l.EndOffsetForEpoch(10); o != 17 {
+		t.Fatalf("after the log start moved: EndOffsetForEpoch(10) = %d %d, want the log start 17", e, o)
+	}
+	// emptied and restarted elsewhere (a jump to the source log start): still 12
 	if err := l.TruncateFullyAndStartAt(100); err != nil {
 		t.Fatal(err)
 	}
-	if l.LeaderEpoch() != 11 || l.LatestEpoch() != -1 {
+	if l.LeaderEpoch() != 12 || l.LatestEpoch() != -1 {
 		t.Fatalf("after a full truncation: leader epoch %d, latest batch epoch %d", l.LeaderEpoch(), l.LatestEpoch())
+	}
+}
+
+// TestTruncationSurvivesCrash: a process killed in the middle of a fenced truncation,
+// after the segment was cut but before the leader-epoch checkpoint was rewritten, restarts
+// with the raise and the dropped epoch on record (they are written first) and without
+// the stale cache entry at the LEO (Kafka's recovery rule), so consumers of the dropped
+// writes are still sent to the truncation point and mirrored epochs answer exactly.
+func TestTruncationSurvivesCrash(t *testing.T) {
+	dir := t.TempDir()
+	l := openT(t, dir, DefaultConfig())
+	if _, err := l.AppendAsFollower(mkBatch(t, batchOpts{base: 0, n: 10, epoch: 0})); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.RaiseLeaderEpoch(10); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, l, mkBatch(t, batchOpts{n: 5}), 10) // 10..14, local writes
+	checkpoint := filepath.Join(dir, "leader-epoch-checkpoint")
+	before, err := os.ReadFile(checkpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.TruncateToFenced(10); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	// the crash: the checkpoint rewrite never happened
+	if err := os.WriteFile(checkpoint, before, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l = openT(t, dir, DefaultConfig())
+	defer l.Close()
+	if l.LeaderEpoch() != 11 || l.LatestEpoch() != 0 {
+		t.Fatalf("after the crash: leader epoch %d, latest batch epoch %d; want 11 and 0", l.LeaderEpoch(), l.LatestEpoch())
+	}
+	if _, err := l.AppendAsFollower(mkBatch(t, batchOpts{base: 10, n: 5, epoch: 0})); err != nil {
+		t.Fatal(err)
+	}
+	if e, o := l.EndOffsetForEpoch(0); e != 0 || o != 15 {
+		t.Fatalf("mirrored epoch 0: %d %d, want 0 15", e, o)
+	}
+	if e, o := l.EndOffsetForEpoch(10); e != 0 || o != 10 {
+		t.Fatalf("dropped epoch 10: %d %d, want 0 10", e, o)
 	}
 }

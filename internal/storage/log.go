@@ -50,6 +50,7 @@ type Log struct {
 
 	epochs *epochCache // leader-epoch cache: the epochs of the batches in the log
 	fences *epochCache // epoch raises without records (RaiseLeaderEpoch, truncations)
+	drops  *epochDrops // epochs whose batches a truncation dropped, and where
 
 	chMu    sync.Mutex
 	changed chan struct{}
@@ -82,6 +83,7 @@ func openLog(dir string, topicID [16]byte, cfg Config, logger *slog.Logger, reco
 		dir: dir, topicID: topicID, logger: logger.With("dir", dir),
 		cfg: cfg.sanitize(), ps: newProducerState(),
 		epochs: newEpochCache(dir, leaderEpochCheckpoint), fences: newEpochCache(dir, leaderEpochFences),
+		drops:     newEpochDrops(dir),
 		lastFlush: time.Now(),
 	}
 	l.fuo.Store(-1)
@@ -587,7 +589,14 @@ func (l *Log) LatestEpoch() int32 { return l.epochs.latest() }
 // A truncation never lowers it. A mirror partition keeps the two apart (spec section 6:
 // its cache follows the batch epochs, the source's), which Kafka, whose leaders add their
 // epoch to the cache on election, has no need to do.
-func (l *Log) LeaderEpoch() int32 { return max(0, l.epochs.latest(), l.fences.latest()) }
+func (l *Log) LeaderEpoch() int32 {
+	l.rw.RLock()
+	defer l.rw.RUnlock()
+	return l.leaderEpochLocked()
+}
+
+// leaderEpochLocked is LeaderEpoch for a caller holding rw.
+func (l *Log) leaderEpochLocked() int32 { return max(0, l.epochs.latest(), l.fences.latest()) }
 
 // EpochEntries is a copy of the leader-epoch cache, oldest first.
 func (l *Log) EpochEntries() []EpochEntry { return l.epochs.snapshot() }
@@ -597,45 +606,59 @@ func (l *Log) EpochEntries() []EpochEntry { return l.epochs.snapshot() }
 // none (Kafka's LeaderEpochFileCache.epochForOffset). It does not copy the cache.
 func (l *Log) EpochForOffset(offset int64) int32 { return l.epochs.epochFor(offset) }
 
-// RaiseLeaderEpoch raises LeaderEpoch to epoch at the LEO without adding a cache entry:
-// the first raise above an epoch records where history in it ended, for
-// EndOffsetForEpoch. Ignored when epoch <= LeaderEpoch. The fences file is written
-// before it returns.
+// RaiseLeaderEpoch raises LeaderEpoch to epoch at the LEO without adding a cache entry
+// (a fence, written to leader-epoch-fences before it returns). Ignored when epoch <=
+// LeaderEpoch.
 func (l *Log) RaiseLeaderEpoch(epoch int32) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if epoch <= l.LeaderEpoch() {
+	l.rw.Lock()
+	defer l.rw.Unlock()
+	if epoch <= l.leaderEpochLocked() || !l.fences.assign(epoch, l.leo.Load()) {
 		return nil
 	}
-	if l.fences.assign(epoch, l.leo.Load()) {
-		return l.fences.flush()
-	}
-	return nil
+	return l.fences.flush()
 }
 
-// EndOffsetForEpoch answers OffsetForLeaderEpoch and the Fetch LastFetchedEpoch check.
-// For an epoch that batches in the log carry it follows LeaderEpochFileCache.endOffsetFor:
-// for the latest epoch, (epoch, LEO); otherwise the largest cached epoch <= epoch and the
-// start offset of the next larger one — for an epoch below every entry, (epoch, first
-// entry's start offset) as Kafka does. For any other epoch (history since truncated, or
-// epochs the log skipped) the history ended no later than the first epoch raise above
-// it; LeaderEpoch itself is answered with the LEO, and (−1, −1) when the epoch is above
-// LeaderEpoch or nothing is known.
+// EndOffsetForEpoch answers OffsetForLeaderEpoch and the Fetch LastFetchedEpoch check:
+// where the history a reader saw in epoch ends in this log, as (epoch, end offset).
+//   - An epoch that batches in the log carry is answered as Kafka's
+//     LeaderEpochFileCache.endOffsetFor does: the LEO for the latest, else the next
+//     entry's start.
+//   - An epoch whose batches a truncation dropped: the truncation point, with the batch
+//     epoch in force just before it (the reader moves back to where histories part).
+//   - An epoch raised without records (a fence): until the next raise, or the LEO.
+//   - Otherwise (an epoch this log never had, or a raise replaced by a higher one at the
+//     same offset) Kafka's rule on the cache and the fences together: the largest epoch
+//     <= epoch and the next start above it, (epoch, first start) below every entry, and
+//     (−1, −1) above every entry or for a negative epoch — LeaderEpoch itself ends at the
+//     LEO.
 func (l *Log) EndOffsetForEpoch(epoch int32) (int32, int64) {
+	l.rw.RLock()
+	defer l.rw.RUnlock()
 	leo := l.leo.Load()
-	e, end := l.epochs.endOffsetFor(epoch, leo)
 	if epoch < 0 || l.epochs.has(epoch) {
-		return e, end
+		return l.epochs.endOffsetFor(epoch, leo)
 	}
-	if f, ok := l.fences.firstAbove(epoch); ok && (end < 0 || f.StartOffset < end) {
-		fe := l.epochs.epochFor(f.StartOffset - 1)
-		if fe < 0 || fe > epoch {
-			fe = epoch
+	if at, ok := l.drops.get(epoch); ok {
+		e := l.epochs.epochFor(at - 1)
+		if e < 0 || e > epoch {
+			e = epoch
 		}
-		return fe, f.StartOffset
+		return e, at
 	}
-	if end < 0 && epoch == l.LeaderEpoch() {
+	if end, ok := l.fences.rangeEnd(epoch, leo); ok {
+		return epoch, end
+	}
+	if epoch == l.leaderEpochLocked() {
 		return epoch, leo
+	}
+	e, end := l.epochs.endOffsetFor(epoch, leo)
+	if f, ok := l.fences.firstAbove(epoch); ok && (end < 0 || f.StartOffset < end) {
+		if e < 0 {
+			e = min(epoch, max(0, l.epochs.epochFor(f.StartOffset-1)))
+		}
+		return e, f.StartOffset
 	}
 	return e, end
 }

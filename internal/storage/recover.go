@@ -30,6 +30,10 @@ func (l *Log) load(recoveryPoint, ckLogStart int64) error {
 		l.logger.Warn("ignoring unreadable leader-epoch-fences", "err", err)
 		l.fences.entries = nil
 	}
+	if err := l.drops.load(); err != nil {
+		l.logger.Warn("ignoring unreadable leader-epoch-truncations", "err", err)
+		l.drops.at = map[int32]int64{}
+	}
 	if len(bases) == 0 {
 		seg, err := openSegment(l.dir, max(ckLogStart, 0))
 		if err != nil {
@@ -116,7 +120,16 @@ func (l *Log) load(recoveryPoint, ckLogStart int64) error {
 	start = min(start, leo)
 	l.logStart.Store(start)
 	l.recoveryPoint = leo
-	changed := l.epochs.truncateFromEnd(leo, true)
+	// A cache entry at or past the LEO has no batch (Kafka's rule). A data directory
+	// written before leader-epoch-fences existed held epochs raised without records as
+	// such entries: they become fences once.
+	fenced := false
+	if !fileExists(l.fences.path) {
+		for _, e := range l.epochs.startingAt(leo) {
+			fenced = l.fences.assign(e.Epoch, min(e.StartOffset, leo)) || fenced
+		}
+	}
+	changed := l.epochs.truncateFromEnd(leo)
 	if l.epochs.truncateFromStart(start) {
 		changed = true
 	}
@@ -126,8 +139,14 @@ func (l *Log) load(recoveryPoint, ckLogStart int64) error {
 			return err
 		}
 	}
-	if l.fences.clampTo(leo) {
+	if l.fences.clampTo(leo) || fenced {
 		if err := l.fences.flush(); err != nil {
+			l.closeSegments()
+			return err
+		}
+	}
+	if l.drops.clamp(start, leo) {
+		if err := l.drops.flush(); err != nil {
 			l.closeSegments()
 			return err
 		}

@@ -41,21 +41,24 @@ func (l *Log) truncate(offset int64, fence bool) error {
 		return l.truncateFullyLocked(offset, keep)
 	}
 	l.rw.Lock()
-	err := l.truncateSegmentsLocked(offset)
-	if err != nil {
+	if err := l.noteTruncation(offset, keep, l.epochs.epochFor(offset-1)); err != nil {
 		l.rw.Unlock()
 		return err
 	}
-	changed := l.epochs.truncateFromEnd(l.leo.Load(), false)
-	fenced := l.keepLeaderEpoch(keep)
+	if err := l.truncateSegmentsLocked(offset); err != nil {
+		l.rw.Unlock()
+		return err
+	}
+	// a batch straddling offset moved the LEO below it: note that too
+	leo := l.leo.Load()
+	err := l.noteTruncation(leo, keep, l.epochs.epochFor(leo-1))
+	changed := l.epochs.truncateFromEnd(leo)
 	l.rw.Unlock()
+	if err != nil {
+		return err
+	}
 	if changed {
 		if err := l.epochs.flush(); err != nil {
-			return err
-		}
-	}
-	if fenced {
-		if err := l.fences.flush(); err != nil {
 			return err
 		}
 	}
@@ -63,6 +66,33 @@ func (l *Log) truncate(offset int64, fence bool) error {
 	err = l.rebuildProducerState()
 	l.notify()
 	return err
+}
+
+// noteTruncation records what EndOffsetForEpoch and LeaderEpoch need from a truncation
+// that cuts the log at at (called before the files are touched, and again at the LEO the
+// log ends at), in their files: the epochs of the cache entries at or after at end there,
+// earlier truncation points past at move to it, fences past at move to it, and the leader
+// epoch becomes at least keep, above remaining (the newest batch epoch the cache keeps).
+// Written first, they survive a crash in the middle of the truncation; recovery clamps
+// them to the LEO it finds. mu and rw held.
+func (l *Log) noteTruncation(at int64, keep, remaining int32) error {
+	dropped := l.drops.record(l.epochs.startingAt(at), at)
+	if l.drops.clamp(min(l.logStart.Load(), at), at) {
+		dropped = true
+	}
+	fenced := l.fences.clampTo(at)
+	if keep > max(remaining, l.fences.latest()) && l.fences.assign(keep, at) {
+		fenced = true
+	}
+	if dropped {
+		if err := l.drops.flush(); err != nil {
+			return err
+		}
+	}
+	if fenced {
+		return l.fences.flush()
+	}
+	return nil
 }
 
 // truncateSegmentsLocked does the file work of TruncateTo; the caller holds mu and rw.
@@ -162,23 +192,18 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 	return l.truncateFullyLocked(offset, l.LeaderEpoch())
 }
 
-// keepLeaderEpoch, after a truncation, moves the fences past the new LEO to it and makes
-// LeaderEpoch at least keep. It reports whether the fences changed. mu and rw held.
-func (l *Log) keepLeaderEpoch(keep int32) bool {
-	changed := l.fences.clampTo(l.leo.Load())
-	if keep > l.LeaderEpoch() && l.fences.assign(keep, l.leo.Load()) {
-		changed = true
-	}
-	return changed
-}
-
 // truncateFullyLocked empties the log and restarts it at offset with LeaderEpoch at least
-// keep, before readers see the empty log (TruncateToFenced).
+// keep, before readers see the empty log (TruncateToFenced); every dropped epoch ends at
+// the new log start.
 func (l *Log) truncateFullyLocked(offset int64, keep int32) error {
 	if offset < 0 {
 		return fmt.Errorf("%w: negative offset %d", ErrOffsetOutOfRange, offset)
 	}
 	l.rw.Lock()
+	if err := l.noteTruncation(min(offset, l.leo.Load()), keep, -1); err != nil {
+		l.rw.Unlock()
+		return err
+	}
 	for _, s := range l.segs {
 		if err := s.remove(); err != nil {
 			l.rw.Unlock()
@@ -201,15 +226,15 @@ func (l *Log) truncateFullyLocked(offset int64, keep int32) error {
 	l.epochs.mu.Lock()
 	l.epochs.entries = nil
 	l.epochs.mu.Unlock()
-	fenced := l.keepLeaderEpoch(keep)
+	moved := l.drops.clamp(offset, offset) // nothing before the new log start to go back to
 	l.rw.Unlock()
 	l.ps.reset()
 	l.fuo.Store(-1)
 	if err := l.epochs.flush(); err != nil {
 		return err
 	}
-	if fenced {
-		if err := l.fences.flush(); err != nil {
+	if moved {
+		if err := l.drops.flush(); err != nil {
 			return err
 		}
 	}
@@ -267,6 +292,11 @@ func (l *Log) deleteOldestLocked(n int) error {
 	start := l.logStart.Load()
 	if l.epochs.truncateFromStart(start) {
 		if err := l.epochs.flush(); err != nil {
+			return err
+		}
+	}
+	if l.drops.clamp(start, l.leo.Load()) {
+		if err := l.drops.flush(); err != nil {
 			return err
 		}
 	}
