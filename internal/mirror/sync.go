@@ -24,10 +24,14 @@ const (
 	TaskTopicConfigs = "topic-configs"
 	// TaskGroupOffsets copies the committed offsets of the source's consumer groups.
 	TaskGroupOffsets = "group-offsets"
+	// TaskSourceOffsets reads the source high watermark of the mirror partitions that no
+	// fetch refreshes (PAUSED, FAILED, ...), so that their lag stays true (spec section
+	// 13; sync_offsets.go). It copies nothing.
+	TaskSourceOffsets = "source-offsets"
 )
 
 // syncTasks lists the tasks in the order they are reported.
-var syncTasks = []string{TaskSourceMetadata, TaskTopicDiscovery, TaskTopicConfigs, TaskGroupOffsets}
+var syncTasks = []string{TaskSourceMetadata, TaskTopicDiscovery, TaskTopicConfigs, TaskGroupOffsets, TaskSourceOffsets}
 
 // taskStatus is what describe reports of one task.
 type taskStatus struct {
@@ -134,13 +138,14 @@ func (r *mirrorRT) syncOnce() {
 	}
 	if mir.SourceClusterID != "" {
 		// Nothing is copied from a cluster that is not the mirror's source (wiped and
-		// recreated, or bootstrap.servers pointed elsewhere): every task reports it.
+		// recreated, or bootstrap.servers pointed elsewhere), nor is its HW taken for the
+		// mirror partitions' lag: every task reports it.
 		ctx, cancel := context.WithTimeout(r.ctx, cfg.requestTimeout)
 		cid, err := src.clusterID(ctx)
 		cancel()
 		if err == nil && cid != mir.SourceClusterID {
 			err := fmt.Errorf("nothing synced: the source cluster ID changed from %s to %s", mir.SourceClusterID, cid)
-			for _, task := range []string{TaskTopicDiscovery, TaskTopicConfigs, TaskGroupOffsets} {
+			for _, task := range []string{TaskTopicDiscovery, TaskTopicConfigs, TaskGroupOffsets, TaskSourceOffsets} {
 				run(task, func(context.Context) error { return err })
 			}
 			return
@@ -149,6 +154,7 @@ func (r *mirrorRT) syncOnce() {
 	run(TaskTopicDiscovery, func(ctx context.Context) error { return r.syncTopics(ctx, mir, src, cfg) })
 	run(TaskTopicConfigs, func(ctx context.Context) error { return r.syncTopicConfigs(ctx, src, cfg) })
 	run(TaskGroupOffsets, func(ctx context.Context) error { return r.syncGroupOffsets(ctx, src, cfg) })
+	run(TaskSourceOffsets, func(ctx context.Context) error { return r.syncSourceOffsets(ctx, src) })
 }
 
 // activeMirrorTopics returns the mirror's topics whose desired state is in want.
