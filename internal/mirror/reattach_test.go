@@ -196,3 +196,64 @@ func TestPartitionsAddedAfterFailover(t *testing.T) {
 		t.Fatalf("added partition after a produce: %+v, want one batch at offset 0", got)
 	}
 }
+
+// TestReattachAfterSwitchoverKeepsNewerPosition: Y mirrors t from X and fails over at 10;
+// X follows Y (failback) up to 21 and fails over in turn, then takes 3 writes of its own.
+// Re-attached to Y, X truncates to its own, later last mirror position (21: the marker
+// and the 3 writes go) rather than to Y's older one (10), which would drop and fetch
+// again 11 records X had mirrored from Y and make its consumers read them twice.
+func TestReattachAfterSwitchoverKeepsNewerPosition(t *testing.T) {
+	x, y, _, ey := mirroredPair(t, "t", 10, "yx", "t")
+	ey.stopTopics("yx", "t") // Y fails over at 10
+	ycl := y.client()
+	produceN(t, ycl, "t", 0, 10, 5)
+	ex := x.env()
+	ex.createMirror("xy", y.b.Addr())
+	ex.startTopics("xy", "t") // X fails back from Y
+	ex.waitCaughtUp(ycl, "xy", "t")
+	produceN(t, ycl, "t", 0, 15, 5)
+	ex.waitCaughtUp(ycl, "xy", "t")
+	ex.stopTopics("xy", "t") // X fails over at Y's end
+	stopAt := sourceEnds(t, ycl, "t")[0]
+	produceN(t, x.client(), "t", 0, 100, 3)
+
+	ex.startTopics("xy", "t") // re-attach X to Y
+	ex.waitCaughtUp(ycl, "xy", "t")
+	sameBatches(t, "t on X after the re-attach", sourceBatches(t, ycl, "t", 0), x.log("t", 0))
+	if d := ex.describe("xy", "t")[0]; d.TruncatedOffset != stopAt || d.TruncatedRecords != 4 {
+		t.Fatalf("truncation report: truncated to %d, %d records; want %d and 4 (MIRROR_PID_RESET + 3 writes)", d.TruncatedOffset, d.TruncatedRecords, stopAt)
+	}
+}
+
+// TestSwitchbackResetsTruncationReport: A fails back from B once with a divergent tail
+// (truncation report: 3 records), then the roles swap in a planned switchover and back.
+// The second failback of A truncates nothing, and describe says so instead of repeating
+// the first failback's report.
+func TestSwitchbackResetsTruncationReport(t *testing.T) {
+	a, b, acl, eb := mirroredPair(t, "t", 10, "ba", "t")
+	eb.pauseTopics("ba", "t")
+	produceN(t, acl, "t", 0, 10, 3) // A's divergent tail
+	eb.stopTopics("ba", "t")        // B fails over at 10
+	bcl := b.client()
+	produceN(t, bcl, "t", 0, 20, 2)
+	ea := a.env()
+	ea.createMirror("ab", b.b.Addr())
+	ea.startTopics("ab", "t") // A fails back: 3 records truncated
+	ea.waitCaughtUp(bcl, "ab", "t")
+	if d := ea.describe("ab", "t")[0]; d.TruncatedOffset != 10 || d.TruncatedRecords != 3 {
+		t.Fatalf("first failback: truncated to %d, %d records; want 10 and 3", d.TruncatedOffset, d.TruncatedRecords)
+	}
+	// planned switchover to A and back to B, nothing written in between
+	ea.stopTopics("ab", "t")
+	eb.startTopics("ba", "t")
+	eb.waitCaughtUp(acl, "ba", "t")
+	produceN(t, acl, "t", 0, 30, 2)
+	eb.waitCaughtUp(acl, "ba", "t")
+	eb.stopTopics("ba", "t")
+	ea.startTopics("ab", "t") // A fails back again: B holds everything A has
+	ea.waitCaughtUp(bcl, "ab", "t")
+	sameBatches(t, "t on A", sourceBatches(t, bcl, "t", 0), a.log("t", 0))
+	if d := ea.describe("ab", "t")[0]; d.TruncatedOffset != -1 || d.TruncatedRecords != 0 {
+		t.Fatalf("second failback truncated nothing, yet describe reports truncated to %d, %d records", d.TruncatedOffset, d.TruncatedRecords)
+	}
+}

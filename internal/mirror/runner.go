@@ -376,6 +376,11 @@ func (r *mirrorRT) drive(p *partition, im *metadata.Image, mir *metadata.Mirror)
 		}
 		return time.Millisecond
 	case mirrorproto.StateUnknown, mirrorproto.StateStopped:
+		if p.st.State == mirrorproto.StateStopped {
+			// a failback or re-attach: its truncation report replaces the last one, even
+			// when it truncates nothing
+			p.st.TruncatedOffset, p.st.TruncatedRecords = -1, 0
+		}
 		p.setState(mirrorproto.StateLogAlignment, "")
 	case mirrorproto.StatePausing:
 		p.setState(mirrorproto.StatePaused, "")
@@ -519,10 +524,14 @@ func (r *mirrorRT) align(p *partition) {
 		target := int64(0)
 		why := "no last mirror position on the source: local data cannot be trusted"
 		switch {
-		case lme >= 0 && lmo >= 0:
+		case lme >= 0 && lmo >= 0 && !(ownLMO >= 0 && ownLME > lme):
 			target = failbackTarget(l, lme, lmo)
 			why = fmt.Sprintf("failback to the last mirror position (epoch %d, offset %d)", lme, lmo)
 		case ownLMO >= 0:
+			// (Also when the source recorded a position too, but an older one: every
+			// failover raises the epoch, so the higher last mirror epoch is the later
+			// failover — after a switchover and back, this cluster's own stop while
+			// following the source, not the source's earlier stop while following us.)
 			// Restarted after this cluster's own failover from this source: the log up
 			// to the position this mirror recorded then is the source's history (a later
 			// divergence of the source comes back as DivergingEpoch on the first fetch).
