@@ -447,10 +447,12 @@ func (p *partition) failover(sourceClusterID string) error {
 		// an empty partition, as Kafka's CreatePartitions makes it. Its epoch is still
 		// raised, so that its own writes never share an epoch with the source's batches
 		// should it ever be re-attached (spec section 6).
-		p.setState(mirrorproto.StateStopping, "")
+		// (raised before any state change: a retry after a failed raise or a crash takes
+		// this branch again)
 		if err := l.RaiseLeaderEpoch(epochRaiseMargin); err != nil {
 			return fmt.Errorf("raise the leader epoch: %w", err)
 		}
+		p.setState(mirrorproto.StateStopping, "")
 		p.setState(mirrorproto.StateStopped, "")
 		return nil
 	}

@@ -316,6 +316,15 @@ func (d *epochDrops) record(dropped []EpochEntry, at int64) bool {
 	return changed
 }
 
+// forget removes epoch's point; it reports whether there was one.
+func (d *epochDrops) forget(epoch int32) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_, ok := d.at[epoch]
+	delete(d.at, epoch)
+	return ok
+}
+
 // clamp moves every point into [start, end]: a later truncation to end cut that history
 // there too, and below the log start there is nothing to go back to (Kafka's
 // truncateFromStart re-bases the first entry the same way). It reports whether anything

@@ -152,3 +152,61 @@ func TestTruncationSurvivesCrash(t *testing.T) {
 		t.Fatalf("dropped epoch 10: %d %d, want 0 10", e, o)
 	}
 }
+
+// TestEmptiedLogKeepsEpochsAcrossRestart: a mirror log whose source deleted every record
+// (log start moved up to the LEO) keeps its newest batch epoch and its leader epoch over
+// a restart: the cache entry re-based at the log start of the empty log is not taken for
+// a stale one, so consumers fetching with that epoch are not answered
+// UNKNOWN_LEADER_EPOCH and a failover still raises above it.
+func TestEmptiedLogKeepsEpochsAcrossRestart(t *testing.T) {
+	dir := t.TempDir()
+	l := openT(t, dir, DefaultConfig())
+	if err := l.RaiseLeaderEpoch(2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.AppendAsFollower(mkBatch(t, batchOpts{base: 0, n: 10, epoch: 11})); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.AdvanceLogStartOffset(10); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	l = openT(t, dir, DefaultConfig())
+	defer l.Close()
+	if l.LatestEpoch() != 11 || l.LeaderEpoch() != 11 {
+		t.Fatalf("after a restart: latest batch epoch %d, leader epoch %d; want 11 and 11", l.LatestEpoch(), l.LeaderEpoch())
+	}
+	if e, o := l.EndOffsetForEpoch(11); e != 11 || o != 10 {
+		t.Fatalf("EndOffsetForEpoch(11) = %d %d, want 11 10", e, o)
+	}
+}
+
+// TestReusedEpochForgetsOldTruncationPoint: the source's batches come to carry the number
+// of an epoch whose local batches a truncation dropped earlier; when those batches are
+// dropped in turn, the answer is their own truncation point, not the old one far back.
+func TestReusedEpochForgetsOldTruncationPoint(t *testing.T) {
+	l := openT(t, t.TempDir(), DefaultConfig())
+	defer l.Close()
+	if _, err := l.AppendAsFollower(mkBatch(t, batchOpts{base: 0, n: 10, epoch: 0})); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.RaiseLeaderEpoch(10); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, l, mkBatch(t, batchOpts{n: 5}), 10) // 10..14, local
+	if err := l.TruncateToFenced(10); err != nil {      // epoch 10 dropped at 10
+		t.Fatal(err)
+	}
+	if _, err := l.AppendAsFollower(mkBatch(t, batchOpts{base: 10, n: 20, epoch: 0})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.AppendAsFollower(mkBatch(t, batchOpts{base: 30, n: 10, epoch: 10})); err != nil { // source epoch 10
+		t.Fatal(err)
+	}
+	if err := l.TruncateToFenced(30); err != nil { // the source's epoch-10 batches dropped at 30
+		t.Fatal(err)
+	}
+	if e, o := l.EndOffsetForEpoch(10); e != 0 || o != 30 {
+		t.Fatalf("EndOffsetForEpoch(10) = %d %d, want 0 30 (not the old point 10)", e, o)
+	}
+}

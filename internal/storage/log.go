@@ -290,9 +290,12 @@ func (l *Log) appendLocked(buf []byte, ps []pending) (AppendInfo, error) {
 		pos := start
 		j := i
 		for j < len(ps) && (j == i || !l.shouldRoll(seg, ps[j].b, pos)) {
-			if l.epochs.assign(ps[j].b.LeaderEpoch(), ps[j].b.BaseOffset()) {
+			if e := ps[j].b.LeaderEpoch(); l.epochs.assign(e, ps[j].b.BaseOffset()) {
 				// Kafka records the epoch before the records it covers.
 				if err := l.epochs.flush(); err != nil {
+					return AppendInfo{}, err
+				}
+				if err := l.forgetDrop(e); err != nil {
 					return AppendInfo{}, err
 				}
 			}
@@ -589,14 +592,21 @@ func (l *Log) LatestEpoch() int32 { return l.epochs.latest() }
 // A truncation never lowers it. A mirror partition keeps the two apart (spec section 6:
 // its cache follows the batch epochs, the source's), which Kafka, whose leaders add their
 // epoch to the cache on election, has no need to do.
-func (l *Log) LeaderEpoch() int32 {
-	l.rw.RLock()
-	defer l.rw.RUnlock()
-	return l.leaderEpochLocked()
-}
+//
+// It takes no log lock (Metadata asks it for every partition, and a truncation holds rw
+// across file writes): it never reads lower than before, because a truncation records
+// its raise before it cuts the cache.
+func (l *Log) LeaderEpoch() int32 { return max(0, l.epochs.latest(), l.fences.latest()) }
 
-// leaderEpochLocked is LeaderEpoch for a caller holding rw.
-func (l *Log) leaderEpochLocked() int32 { return max(0, l.epochs.latest(), l.fences.latest()) }
+// forgetDrop removes the truncation point of an epoch that batches carry again (the
+// source's batches reusing the number of an epoch this log dropped): the cache answers
+// for it from now on, and a later truncation records a point of its own. mu held.
+func (l *Log) forgetDrop(epoch int32) error {
+	if l.drops.forget(epoch) {
+		return l.drops.flush()
+	}
+	return nil
+}
 
 // EpochEntries is a copy of the leader-epoch cache, oldest first.
 func (l *Log) EpochEntries() []EpochEntry { return l.epochs.snapshot() }
@@ -614,7 +624,7 @@ func (l *Log) RaiseLeaderEpoch(epoch int32) error {
 	defer l.mu.Unlock()
 	l.rw.Lock()
 	defer l.rw.Unlock()
-	if epoch <= l.leaderEpochLocked() || !l.fences.assign(epoch, l.leo.Load()) {
+	if epoch <= l.LeaderEpoch() || !l.fences.assign(epoch, l.leo.Load()) {
 		return nil
 	}
 	return l.fences.flush()
@@ -650,7 +660,7 @@ func (l *Log) EndOffsetForEpoch(epoch int32) (int32, int64) {
 	if end, ok := l.fences.rangeEnd(epoch, leo); ok {
 		return epoch, end
 	}
-	if epoch == l.leaderEpochLocked() {
+	if epoch == l.LeaderEpoch() {
 		return epoch, leo
 	}
 	e, end := l.epochs.endOffsetFor(epoch, leo)

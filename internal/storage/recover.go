@@ -120,16 +120,27 @@ func (l *Log) load(recoveryPoint, ckLogStart int64) error {
 	start = min(start, leo)
 	l.logStart.Store(start)
 	l.recoveryPoint = leo
-	// A cache entry at or past the LEO has no batch (Kafka's rule). A data directory
-	// written before leader-epoch-fences existed held epochs raised without records as
-	// such entries: they become fences once.
-	fenced := false
-	if !fileExists(l.fences.path) {
-		for _, e := range l.epochs.startingAt(leo) {
-			fenced = l.fences.assign(e.Epoch, min(e.StartOffset, leo)) || fenced
+	// A cache entry past the LEO has no batch. One at the LEO has none either but stays
+	// (Kafka drops it, but a Kafka leader re-assigns its epoch at election): it was
+	// re-based there by truncateFromStart when the log start reached the LEO, or recorded
+	// just before a batch that a crash lost, which comes back with that epoch — unless a
+	// truncation dropped its epoch (a crash between noting the truncation and rewriting
+	// the checkpoint). The leader epoch is never lowered: the newest epoch removed stays
+	// as a fence.
+	cut := leo + 1
+	if n := len(l.epochs.entries); n > 0 && l.epochs.entries[n-1].StartOffset == leo {
+		if _, dropped := l.drops.get(l.epochs.entries[n-1].Epoch); dropped {
+			cut = leo
 		}
 	}
-	changed := l.epochs.truncateFromEnd(leo)
+	remaining := max(l.epochs.epochFor(cut-1), l.fences.latest())
+	fenced := false
+	for _, e := range l.epochs.startingAt(cut) {
+		if e.Epoch > remaining {
+			fenced = l.fences.assign(e.Epoch, leo) || fenced
+		}
+	}
+	changed := l.epochs.truncateFromEnd(cut)
 	if l.epochs.truncateFromStart(start) {
 		changed = true
 	}
@@ -145,7 +156,11 @@ func (l *Log) load(recoveryPoint, ckLogStart int64) error {
 			return err
 		}
 	}
-	if l.drops.clamp(start, leo) {
+	forgot := false
+	for _, e := range l.epochs.entries {
+		forgot = l.drops.forget(e.Epoch) || forgot // a crash between noting a truncation and cutting
+	}
+	if l.drops.clamp(start, leo) || forgot {
 		if err := l.drops.flush(); err != nil {
 			l.closeSegments()
 			return err
