@@ -194,7 +194,7 @@ func TestReusedEpochForgetsOldTruncationPoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustAppend(t, l, mkBatch(t, batchOpts{n: 5}), 10) // 10..14, local
-	if err := l.TruncateToFenced(10); err != nil {      // epoch 10 dropped at 10
+	if err := l.TruncateToFenced(10); err != nil {    // epoch 10 dropped at 10
 		t.Fatal(err)
 	}
 	if _, err := l.AppendAsFollower(mkBatch(t, batchOpts{base: 10, n: 20, epoch: 0})); err != nil {
