@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -52,13 +53,8 @@ func TestSourceOffsetsWhilePaused(t *testing.T) {
 	}
 
 	// the source topic gone: FAILED non-retryable, and the last figures stay
-	req := kmsg.NewPtrDeleteTopicsRequest()
-	dt := kmsg.NewDeleteTopicsRequestTopic()
-	dt.Topic = kmsg.StringPtr("orders")
-	req.Topics = append(req.Topics, dt)
-	req.TopicNames = []string{"orders"}
-	if resp, err := req.RequestWith(context.Background(), scl); err != nil || resp.Topics[0].ErrorCode != 0 {
-		t.Fatalf("delete the source topic: %v %+v", err, resp)
+	if rs, err := kadm.NewClient(scl).DeleteTopics(context.Background(), "orders"); err != nil || rs["orders"].Err != nil {
+		t.Fatalf("delete the source topic: %v %+v", err, rs)
 	}
 	ed.waitState("m", "orders", mirrorproto.StateFailed)
 	waitSynced(t, dst, "m", TaskSourceOffsets)
