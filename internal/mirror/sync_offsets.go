@@ -31,26 +31,15 @@ func unfetchedState(s mirrorproto.State) bool {
 	return false
 }
 
-// syncSourceOffsets is the source-offsets task (TaskSourceOffsets). It keeps the lag of
-// spec section 13 (source HW − destination LEO, in records, reported by
-// DescribeClusterMirrors, `kmirror mirrors --describe` and
-// kmirror_mirror_partition_lag_records) true for the mirror's partitions that are not
-// fetched (unfetchedState): without it their source HW stayed at the last fetch response
-// while the source moved on, so a paused or FAILED partition read "lag 0" although
-// acknowledged source records were never mirrored — the figure an operator reads as the
-// data loss of a failover. It runs with the metadata sync (spec section 9), every
-// mirror.metadata.refresh.interval.ms, and copies nothing: the source's offsets are only
-// read, so a PAUSED topic still gets no metadata sync in the sense of spec section 4.
-//
-// One Metadata request checks that each source topic is still the one mirrored (same
-// topic ID, as the runner's refresh does), then one ListOffsets request (kadm
-// ListEndOffsets: timestamp latest, READ_UNCOMMITTED, so the answer is the high
-// watermark, an offset, the same figure a fetch response carries) is sent to the
-// partitions' source leaders. A partition whose source topic or partition is gone, or
-// whose topic was recreated with another topic ID, keeps its value (the runner fails it
-// and says why); so does every partition when a request fails, and the task reports the
-// failure. A partition that started fetching while the request was out keeps what its
-// fetches store.
+// syncSourceOffsets is the source-offsets task (TaskSourceOffsets): it keeps the lag of
+// spec section 13 (source HW − destination LEO, records) true for partitions no fetch
+// refreshes (unfetchedState) — otherwise a paused or FAILED partition reads "lag 0" while
+// the source moves on, the figure an operator takes for a failover's data loss. Every
+// mirror.metadata.refresh.interval.ms: one Metadata request (the source topic ID must
+// still match) and one ListOffsets (kadm ListEndOffsets: latest, READ_UNCOMMITTED, the
+// HW). A partition whose source topic is gone or recreated keeps its value (the runner
+// fails it), as does every partition when a request fails (the task reports it); one that
+// started fetching meanwhile keeps what its fetches store. It copies nothing.
 func (r *mirrorRT) syncSourceOffsets(ctx context.Context, src *source) error {
 	im := r.m.local.Metadata().Image()
 	byTopic := map[string][]*partition{}
