@@ -148,6 +148,17 @@ func (p *producerState) checkLeader(b record.Batch) (*batchMeta, error) {
 func (p *producerState) apply(b record.Batch) (AbortedTxn, bool) {
 	if b.IsControl() {
 		typ, err := b.ControlType()
+		if b.RecordCount() == 0 {
+			// A marker emptied by a log cleaner (a mirror copies the source's cleaned
+			// segments). Kafka's cleaner empties one only once no batch of its
+			// transaction is left in the log, so nothing of it is readable there any
+			// more: close it as aborted, or a mirror that copied the transaction's data
+			// before the source cleaned it keeps it open and its LSO stuck for good
+			// (Kafka's ProducerStateManager skips such a batch; its followers never
+			// lag a whole delete.retention.ms behind a cleaned leader the way a paused
+			// mirror does).
+			typ, err = record.ControlAbort, nil
+		}
 		if err != nil {
 			return AbortedTxn{}, false
 		}
