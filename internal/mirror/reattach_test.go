@@ -257,3 +257,15 @@ func TestSwitchbackResetsTruncationReport(t *testing.T) {
 		t.Fatalf("second failback truncated nothing, yet describe reports truncated to %d, %d records", d.TruncatedOffset, d.TruncatedRecords)
 	}
 }
+
+// TestSyncTasksFailWhileSourceDown: with the source down, every sync task reports a
+// failure, also those that had nothing to do (no partition MIRRORING for group offsets,
+// no include pattern for topic discovery), so that an alert on the last success fires.
+func TestSyncTasksFailWhileSourceDown(t *testing.T) {
+	src, dst, _, ed := mirroredPair(t, "t", 3, "m", "t")
+	ed.pauseTopics("m", "t")
+	src.stop()
+	for _, task := range []string{TaskTopicDiscovery, TaskTopicConfigs, TaskGroupOffsets, TaskSourceOffsets} {
+		waitSyncError(t, dst, "m", task, "the source does not answer")
+	}
+}

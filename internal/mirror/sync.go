@@ -136,20 +136,25 @@ func (r *mirrorRT) syncOnce() {
 		}
 		r.status.record(task, err)
 	}
-	if mir.SourceClusterID != "" {
-		// Nothing is copied from a cluster that is not the mirror's source (wiped and
-		// recreated, or bootstrap.servers pointed elsewhere), nor is its HW taken for the
-		// mirror partitions' lag: every task reports it.
-		ctx, cancel := context.WithTimeout(r.ctx, cfg.requestTimeout)
-		cid, err := src.clusterID(ctx)
-		cancel()
-		if err == nil && cid != mir.SourceClusterID {
-			err := fmt.Errorf("nothing synced: the source cluster ID changed from %s to %s", mir.SourceClusterID, cid)
-			for _, task := range []string{TaskTopicDiscovery, TaskTopicConfigs, TaskGroupOffsets, TaskSourceOffsets} {
-				run(task, func(context.Context) error { return err })
-			}
-			return
+	// Nothing is copied from a cluster that is not the mirror's source (wiped and
+	// recreated, or bootstrap.servers pointed elsewhere), nor is its HW taken for the
+	// mirror partitions' lag; and a source that does not answer fails every task, so that
+	// none reports a success (and no last-success alert stays quiet) through an outage
+	// merely because it had nothing to do.
+	ctx, cancel := context.WithTimeout(r.ctx, cfg.requestTimeout)
+	cid, err := src.clusterID(ctx)
+	cancel()
+	switch {
+	case err != nil:
+		err = fmt.Errorf("nothing synced: the source does not answer: %w", err)
+	case mir.SourceClusterID != "" && cid != mir.SourceClusterID:
+		err = fmt.Errorf("nothing synced: the source cluster ID changed from %s to %s", mir.SourceClusterID, cid)
+	}
+	if err != nil {
+		for _, task := range []string{TaskTopicDiscovery, TaskTopicConfigs, TaskGroupOffsets, TaskSourceOffsets} {
+			run(task, func(context.Context) error { return err })
 		}
+		return
 	}
 	run(TaskTopicDiscovery, func(ctx context.Context) error { return r.syncTopics(ctx, mir, src, cfg) })
 	run(TaskTopicConfigs, func(ctx context.Context) error { return r.syncTopicConfigs(ctx, src, cfg) })
