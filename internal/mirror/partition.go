@@ -491,6 +491,7 @@ func (p *partition) failover(sourceClusterID string) error {
 	}
 	p.st.Aligned = false
 	p.st.RetryAttempt = 0
+	p.st.StopSourceHW = p.sourceHW.Load()
 	p.setState(mirrorproto.StateStopped, "")
 	return nil
 }

@@ -63,6 +63,10 @@ type stateRecord struct {
 	// Aligned is true once LOG_ALIGNMENT completed and no local write can have happened
 	// since (it turns false on STOPPED): then a restart needs no failback truncation.
 	Aligned bool `json:"aligned"`
+	// StopSourceHW is the source HW last known when the partition was stopped (−1 =
+	// unknown): a STOPPED partition reports it as its source offset after a restart, so
+	// that describe and the lag metric keep showing what the failover left unmirrored.
+	StopSourceHW int64 `json:"stopSourceHW"`
 }
 
 const stateRecordVersion = 1
@@ -70,7 +74,7 @@ const stateRecordVersion = 1
 func newStateRecord() *stateRecord {
 	return &stateRecord{
 		Version: stateRecordVersion, State: mirrorproto.StateUnknown, PrevState: mirrorproto.StateUnknown,
-		LastMirrorEpoch: -1, LastMirrorOffset: -1, TruncatedOffset: -1,
+		LastMirrorEpoch: -1, LastMirrorOffset: -1, TruncatedOffset: -1, StopSourceHW: -1,
 	}
 }
 

@@ -96,3 +96,28 @@ func TestSourceOffsetsWhileFailed(t *testing.T) {
 		t.Fatalf("FAILED partition: want destination offset %d, lag %d: %+v", leo, end-leo, d)
 	}
 }
+
+// TestStoppedKeepsSourceOffsetAcrossRestart: a partition failed over while paused, with
+// records on the source it never mirrored, still reports the source offset it knew at
+// the failover after the destination restarts (describe and the lag metric), instead of
+// "-": the figure the operator reads as what the failover left behind.
+func TestStoppedKeepsSourceOffsetAcrossRestart(t *testing.T) {
+	_, dst, scl, ed := mirroredPair(t, "t", 10, "m", "t")
+	ed.pauseTopics("m", "t")
+	produceN(t, scl, "t", 0, 10, 5)
+	eventually(t, func() string { return fmt.Sprintf("paused partition: %+v", ed.describe("m", "t")) }, func() bool {
+		return ed.describe("m", "t")[0].SourceOffset == 15
+	})
+	ed.stopTopics("m", "t")
+	before := ed.describe("m", "t")[0]
+	if before.SourceOffset != 15 || before.Lag != 15-before.DestinationOffset {
+		t.Fatalf("after the failover: %+v", before)
+	}
+	dst.stop()
+	dst.start()
+	ed = dst.env()
+	after := ed.describe("m", "t")[0]
+	if after.State != mirrorproto.StateStopped || after.SourceOffset != before.SourceOffset || after.Lag != before.Lag {
+		t.Fatalf("after a restart: source offset %d lag %d (%s), want %d and %d", after.SourceOffset, after.Lag, after.State, before.SourceOffset, before.Lag)
+	}
+}
