@@ -14,10 +14,10 @@
 // epoch and the epochs raised without records (Log.RaiseLeaderEpoch, kept apart from the
 // cache in the log's leader-epoch-fences file). It is never below the source epoch of an
 // appended batch (DLE ≥ SLE): a batch epoch above it is appended directly and the cache
-// follows. Raises go to epoch + 10: failover raises to max(0, LME) + 10, and
-// EPOCH_FENCING raises to batch epoch + 10 when a mirrored batch epoch comes within 3
-// below the leader epoch (possible only after a raise: a failover followed by mirroring
-// again, or a truncation). A truncation never lowers the leader epoch, and one that drops
+// follows. Raises go to epoch + 10: failover raises to max(0, LME) + 10 (at least the
+// leader epoch + 1), and EPOCH_FENCING raises to batch epoch + 10 when a mirrored batch
+// epoch comes within 3 below the leader epoch (possible only after a raise: a failover
+// followed by mirroring again, or a truncation). A truncation never lowers the leader epoch, and one that drops
 // records raises it by one (storage TruncateToFenced). Because raises are not cache
 // entries, mirrored batches with lower epochs after a raise keep exact
 // OffsetForLeaderEpoch answers, and an epoch whose batches were truncated is answered

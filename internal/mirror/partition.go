@@ -467,14 +467,17 @@ func (p *partition) failover(sourceClusterID string) error {
 		if p.st.Aligned {
 			p.st.LastMirrorEpoch = l.LatestEpoch()
 			p.st.LastMirrorOffset = l.LogEndOffset()
+			p.st.StopSourceHW = p.sourceHW.Load()
+		} else {
+			p.st.StopSourceHW = -1 // its lag would count this cluster's own writes
 		}
 		p.persist()
 	}
-	// step 3: an epoch no source batch ever carried
-	newEpoch := max(0, p.st.LastMirrorEpoch) + epochRaiseMargin
-	if newEpoch <= l.LeaderEpoch() {
-		newEpoch = l.LeaderEpoch()
-	} else if err := l.RaiseLeaderEpoch(newEpoch); err != nil {
+	// step 3: an epoch no source batch ever carried, and above every epoch this log had:
+	// a second failover after a re-attach must not stamp its writes with the first
+	// one's epoch, which consumers of the first one's (truncated) writes still hold
+	newEpoch := max(max(0, p.st.LastMirrorEpoch)+epochRaiseMargin, l.LeaderEpoch()+1)
+	if err := l.RaiseLeaderEpoch(newEpoch); err != nil {
 		return fmt.Errorf("raise the leader epoch: %w", err)
 	}
 	now := time.Now().UnixMilli()
@@ -491,7 +494,6 @@ func (p *partition) failover(sourceClusterID string) error {
 	}
 	p.st.Aligned = false
 	p.st.RetryAttempt = 0
-	p.st.StopSourceHW = p.sourceHW.Load()
 	p.setState(mirrorproto.StateStopped, "")
 	return nil
 }
@@ -519,7 +521,15 @@ func (p *partition) describe() mirrorproto.DescribeClusterMirrorsResponsePartiti
 	}
 	if hw := p.sourceHW.Load(); hw >= 0 {
 		d.SourceOffset = hw
-		if d.DestinationOffset >= 0 {
+		switch {
+		case p.st.State == mirrorproto.StateStopped || p.st.State == mirrorproto.StateStopping:
+			// what the failover left unmirrored: the source HW then against the LEO then
+			// (before the markers and this cluster's own writes)
+			if p.st.StopSourceHW >= 0 && p.st.LastMirrorOffset >= 0 {
+				d.SourceOffset = p.st.StopSourceHW
+				d.Lag = max(0, p.st.StopSourceHW-p.st.LastMirrorOffset)
+			}
+		case d.DestinationOffset >= 0:
 			d.Lag = max(0, hw-d.DestinationOffset)
 		}
 	}

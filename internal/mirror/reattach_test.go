@@ -223,6 +223,18 @@ func TestReattachAfterSwitchoverKeepsNewerPosition(t *testing.T) {
 	if d := ex.describe("xy", "t")[0]; d.TruncatedOffset != stopAt || d.TruncatedRecords != 4 {
 		t.Fatalf("truncation report: truncated to %d, %d records; want %d and 4 (MIRROR_PID_RESET + 3 writes)", d.TruncatedOffset, d.TruncatedRecords, stopAt)
 	}
+
+	// X fails over again with nothing new from Y: the failover raises the leader epoch
+	// above every epoch the log had, so its writes share no epoch with earlier ones
+	xl, err := x.b.Log("t", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	epochBefore := xl.LeaderEpoch()
+	ex.stopTopics("xy", "t")
+	if got := xl.LeaderEpoch(); got <= epochBefore {
+		t.Fatalf("second failover: leader epoch %d, not above %d", got, epochBefore)
+	}
 }
 
 // TestSwitchbackResetsTruncationReport: A fails back from B once with a divergent tail
@@ -260,7 +272,9 @@ func TestSwitchbackResetsTruncationReport(t *testing.T) {
 
 // TestSyncTasksFailWhileSourceDown: with the source down, every sync task reports a
 // failure, also those that had nothing to do (no partition MIRRORING for group offsets,
-// no include pattern for topic discovery), so that an alert on the last success fires.
+// no include pattern for topic discovery), so that an alert on the last success fires;
+// a topic excluded through topics.exclude meanwhile is still failed over (a way to fail
+// over in a disaster that needs nothing from the source).
 func TestSyncTasksFailWhileSourceDown(t *testing.T) {
 	src, dst, _, ed := mirroredPair(t, "t", 3, "m", "t")
 	ed.pauseTopics("m", "t")
@@ -268,4 +282,6 @@ func TestSyncTasksFailWhileSourceDown(t *testing.T) {
 	for _, task := range []string{TaskTopicDiscovery, TaskTopicConfigs, TaskGroupOffsets, TaskSourceOffsets} {
 		waitSyncError(t, dst, "m", task, "the source does not answer")
 	}
+	setMirrorConfig(t, dst.client(), "m", "topics.exclude", "t")
+	ed.waitState("m", "t", mirrorproto.StateStopped)
 }

@@ -378,8 +378,10 @@ func (r *mirrorRT) drive(p *partition, im *metadata.Image, mir *metadata.Mirror)
 	case mirrorproto.StateUnknown, mirrorproto.StateStopped:
 		if p.st.State == mirrorproto.StateStopped {
 			// a failback or re-attach: its truncation report replaces the last one, even
-			// when it truncates nothing
+			// when it truncates nothing, and the source HW of the failover is no figure for
+			// it (source-offsets or the first fetch gives the current one)
 			p.st.TruncatedOffset, p.st.TruncatedRecords = -1, 0
+			p.sourceHW.Store(-1)
 		}
 		p.setState(mirrorproto.StateLogAlignment, "")
 	case mirrorproto.StatePausing:

@@ -3,6 +3,7 @@ package mirror
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -151,7 +152,13 @@ func (r *mirrorRT) syncOnce() {
 		err = fmt.Errorf("nothing synced: the source cluster ID changed from %s to %s", mir.SourceClusterID, cid)
 	}
 	if err != nil {
-		for _, task := range []string{TaskTopicDiscovery, TaskTopicConfigs, TaskGroupOffsets, TaskSourceOffsets} {
+		run(TaskTopicDiscovery, func(ctx context.Context) error {
+			if errs := r.stopExcluded(ctx, r.m.local.Metadata().Image(), cfg); len(errs) > 0 {
+				return fmt.Errorf("%w; %s", err, strings.Join(errs, "; "))
+			}
+			return err
+		})
+		for _, task := range []string{TaskTopicConfigs, TaskGroupOffsets, TaskSourceOffsets} {
 			run(task, func(context.Context) error { return err })
 		}
 		return

@@ -491,16 +491,7 @@ func TestSyncDiscovery(t *testing.T) {
 	}
 
 	// exclude it through IncrementalAlterConfigs on the CLUSTER_MIRROR resource
-	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
-	rr := kmsg.NewIncrementalAlterConfigsRequestResource()
-	rr.ResourceType = kmsg.ConfigResourceType(mirrorproto.ConfigResourceTypeClusterMirror)
-	rr.ResourceName = "m"
-	rr.Configs = []kmsg.IncrementalAlterConfigsRequestResourceConfig{{Name: "topics.exclude", Op: kmsg.IncrementalAlterConfigOpSet, Value: kmsg.StringPtr("orders-eu")}}
-	req.Resources = append(req.Resources, rr)
-	resp, err := req.RequestWith(context.Background(), dst.client())
-	if err != nil || resp.Resources[0].ErrorCode != 0 {
-		t.Fatalf("IncrementalAlterConfigs: %v %+v", err, resp)
-	}
+	setMirrorConfig(t, dst.client(), "m", "topics.exclude", "orders-eu")
 	ed.waitState("m", "orders-eu", mirrorproto.StateStopped)
 	waitSynced(t, dst, "m", TaskTopicDiscovery)
 	if tt := dst.b.Metadata().Image().Topics["orders-eu"]; tt.Mirror == nil || tt.Mirror.Desired != metadata.DesiredStopped {
@@ -509,5 +500,21 @@ func TestSyncDiscovery(t *testing.T) {
 	// writable now
 	if err := dst.client().ProduceSync(context.Background(), &kgo.Record{Topic: "orders-eu", Value: []byte("x")}).FirstErr(); err != nil {
 		t.Fatalf("produce to the stopped topic: %v", err)
+	}
+}
+
+// setMirrorConfig sets key=value on mirror through IncrementalAlterConfigs on the
+// CLUSTER_MIRROR resource.
+func setMirrorConfig(t *testing.T, cl *kgo.Client, mirror, key, value string) {
+	t.Helper()
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	rr := kmsg.NewIncrementalAlterConfigsRequestResource()
+	rr.ResourceType = kmsg.ConfigResourceType(mirrorproto.ConfigResourceTypeClusterMirror)
+	rr.ResourceName = mirror
+	rr.Configs = []kmsg.IncrementalAlterConfigsRequestResourceConfig{{Name: key, Op: kmsg.IncrementalAlterConfigOpSet, Value: kmsg.StringPtr(value)}}
+	req.Resources = append(req.Resources, rr)
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err != nil || resp.Resources[0].ErrorCode != 0 {
+		t.Fatalf("IncrementalAlterConfigs %s=%s: %v %+v", key, value, err, resp)
 	}
 }

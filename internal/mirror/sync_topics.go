@@ -10,15 +10,11 @@ import (
 	"github.com/kmirror/kmirror/internal/mirrorproto"
 )
 
-// syncTopics is the topic discovery task (spec section 8): active mirror topics that
-// topics.exclude now matches are stopped (the failover sequence of section 5), and source
-// topics matching topics.include, not topics.exclude and not internal (__*), that no
-// mirror holds yet, are started with their source configs. A stopped topic keeps its
-// mirror association and is therefore never rediscovered; neither is a source topic that
-// the source mirrors from this cluster (a loop). syncOnce runs it only while the source
-// answers with the mirror's source cluster ID.
-func (r *mirrorRT) syncTopics(ctx context.Context, mir *metadata.Mirror, src *source, cfg *mirrorConfig) error {
-	im := r.m.local.Metadata().Image()
+// stopExcluded stops (fails over) the active mirror topics that topics.exclude now
+// matches, and returns what went wrong. It needs nothing from the source, so it also runs
+// while the source does not answer: an operator may fail topics over this way in a
+// disaster.
+func (r *mirrorRT) stopExcluded(ctx context.Context, im *metadata.Image, cfg *mirrorConfig) []string {
 	var stop []string
 	for _, t := range activeMirrorTopics(im, r.name, metadata.DesiredMirroring, metadata.DesiredPaused) {
 		if matchAny(cfg.exclude, t.Name) || isInternal(t.Name) {
@@ -44,6 +40,19 @@ func (r *mirrorRT) syncTopics(ctx context.Context, mir *metadata.Mirror, src *so
 			}
 		}
 	}
+	return errs
+}
+
+// syncTopics is the topic discovery task (spec section 8): active mirror topics that
+// topics.exclude now matches are stopped (the failover sequence of section 5), and source
+// topics matching topics.include, not topics.exclude and not internal (__*), that no
+// mirror holds yet, are started with their source configs. A stopped topic keeps its
+// mirror association and is therefore never rediscovered; neither is a source topic that
+// the source mirrors from this cluster (a loop). syncOnce runs it only while the source
+// answers with the mirror's source cluster ID (otherwise only stopExcluded).
+func (r *mirrorRT) syncTopics(ctx context.Context, mir *metadata.Mirror, src *source, cfg *mirrorConfig) error {
+	im := r.m.local.Metadata().Image()
+	errs := r.stopExcluded(ctx, im, cfg)
 	if len(cfg.include) > 0 {
 		all, err := src.metadata(ctx, nil)
 		if err != nil {
