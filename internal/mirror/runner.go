@@ -163,11 +163,16 @@ func (r *mirrorRT) tick() time.Duration {
 	}
 	if need {
 		err := r.refreshMeta(im, mir, parts)
-		if r.ctx.Err() == nil {
-			r.status.record(TaskSourceMetadata, err)
+		logIt := r.ctx.Err() == nil && r.status.record(TaskSourceMetadata, err)
+		switch {
+		case err != nil && logIt:
+			r.m.log.Warn("mirror: source metadata", "mirror", r.name, "err", err)
+		case err != nil:
+			r.m.log.Debug("mirror: source metadata failed again", "mirror", r.name, "err", err)
+		case logIt:
+			r.m.log.Info("mirror: source metadata answered again", "mirror", r.name)
 		}
 		if err != nil {
-			r.m.log.Warn("mirror: source metadata", "mirror", r.name, "err", err)
 			wait = min(wait, r.cfg.fetchBackoff)
 		} else if len(r.suspect) > 0 {
 			wait = min(wait, r.cfg.fetchBackoff)

@@ -12,8 +12,8 @@ import (
 )
 
 // The periodic metadata sync tasks of a mirror (spec sections 8, 9 and 13), each run
-// every mirror.metadata.refresh.interval.ms. A failing task is logged and counted; it
-// never stops mirroring or the other tasks.
+// every mirror.metadata.refresh.interval.ms. A failing task is counted and logged (at
+// WARN on a change, syncStatus.record); it never stops mirroring or the other tasks.
 const (
 	// TaskSourceMetadata is the source metadata refresh of the mirror's runner: source
 	// cluster ID check, topic deletion and recreation, partition growth, leaders.
@@ -40,7 +40,13 @@ type taskStatus struct {
 	lastErrorAt time.Time
 	lastError   string
 	errors      int64
+	loggedAt    time.Time // last failure logged at WARN
 }
+
+// failureLogEvery is how often a task failing with the same error is logged at WARN again
+// (a source outage fails every task on every refresh; describe and the metrics count them
+// all).
+const failureLogEvery = 5 * time.Minute
 
 // syncStatus holds the status of every task of one mirror; safe for concurrent use.
 type syncStatus struct {
@@ -57,17 +63,27 @@ func newSyncStatus() *syncStatus {
 }
 
 // record notes the outcome of one run of task.
-func (s *syncStatus) record(task string, err error) {
+// It returns whether to log the outcome: a failure after a success, a failure with
+// another error than the last one, the same failure failureLogEvery after it was last
+// logged, and the first success after failures (logged at INFO by the caller).
+func (s *syncStatus) record(task string, err error) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.tasks[task]
+	now := time.Now()
+	failing := st.lastErrorAt.After(st.lastSuccess)
 	if err == nil {
-		st.lastSuccess = time.Now()
-		return
+		st.lastSuccess = now
+		return failing
 	}
-	st.lastErrorAt = time.Now()
-	st.lastError = oneLine(err.Error())
+	msg := oneLine(err.Error())
+	log := !failing || msg != st.lastError || now.Sub(st.loggedAt) >= failureLogEvery
+	st.lastErrorAt, st.lastError = now, msg
 	st.errors++
+	if log {
+		st.loggedAt = now
+	}
+	return log
 }
 
 // snapshot returns the status of every task for DescribeClusterMirrors.
@@ -132,10 +148,14 @@ func (r *mirrorRT) syncOnce() {
 		if r.ctx.Err() != nil {
 			return // shutting down: not a task failure
 		}
-		if err != nil {
+		switch logIt := r.status.record(task, err); {
+		case err != nil && logIt:
 			r.m.log.Warn("mirror sync task failed", "mirror", r.name, "task", task, "err", err)
+		case err != nil:
+			r.m.log.Debug("mirror sync task failed again", "mirror", r.name, "task", task, "err", err)
+		case logIt:
+			r.m.log.Info("mirror sync task succeeded again", "mirror", r.name, "task", task)
 		}
-		r.status.record(task, err)
 	}
 	// Nothing is copied from a cluster that is not the mirror's source (wiped and
 	// recreated, or bootstrap.servers pointed elsewhere), nor is its HW taken for the

@@ -518,3 +518,35 @@ func setMirrorConfig(t *testing.T, cl *kgo.Client, mirror, key, value string) {
 		t.Fatalf("IncrementalAlterConfigs %s=%s: %v %+v", key, value, err, resp)
 	}
 }
+
+// TestSyncStatusLogsChangesOnly: through a source outage every task fails on every
+// refresh; each is logged at WARN when it starts failing, when its error changes and
+// every failureLogEvery, and at INFO when it succeeds again, while describe and the
+// metrics count every failure.
+func TestSyncStatusLogsChangesOnly(t *testing.T) {
+	s := newSyncStatus()
+	errA, errB := fmt.Errorf("connection refused"), fmt.Errorf("timeout")
+	steps := []struct {
+		err  error
+		back time.Duration // move the last WARN back by this much first
+		want bool
+	}{
+		{nil, 0, false},
+		{errA, 0, true},
+		{errA, 0, false},
+		{errB, 0, true},
+		{errB, 0, false},
+		{errB, failureLogEvery, true},
+		{nil, 0, true},
+		{nil, 0, false},
+	}
+	for i, st := range steps {
+		s.tasks[TaskGroupOffsets].loggedAt = s.tasks[TaskGroupOffsets].loggedAt.Add(-st.back)
+		if got := s.record(TaskGroupOffsets, st.err); got != st.want {
+			t.Fatalf("step %d (%v): log %v, want %v", i, st.err, got, st.want)
+		}
+	}
+	if n := s.tasks[TaskGroupOffsets].errors; n != 5 {
+		t.Fatalf("errors counted: %d, want 5", n)
+	}
+}
