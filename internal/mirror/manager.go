@@ -240,9 +240,6 @@ func (m *Manager) newPartition(mirror, topic string, id metadata.TopicID, idx in
 			st.State = mirrorproto.StateUnknown
 		}
 	}
-	if st.State == mirrorproto.StateStopped || st.State == mirrorproto.StateStopping {
-		p.sourceHW.Store(st.StopSourceHW) // what the failover left unmirrored stays visible
-	}
 	p.st = st
 	p.cur.Store(int32(st.State))
 	return p

@@ -519,19 +519,21 @@ func (p *partition) describe() mirrorproto.DescribeClusterMirrorsResponsePartiti
 	if l, err := p.getLog(); err == nil {
 		d.DestinationOffset = l.LogEndOffset()
 	}
-	if hw := p.sourceHW.Load(); hw >= 0 {
+	hw := p.sourceHW.Load()
+	if hw >= 0 {
 		d.SourceOffset = hw
-		switch {
-		case p.st.State == mirrorproto.StateStopped || p.st.State == mirrorproto.StateStopping:
-			// what the failover left unmirrored: the source HW then against the LEO then
-			// (before the markers and this cluster's own writes)
-			if p.st.StopSourceHW >= 0 && p.st.LastMirrorOffset >= 0 {
-				d.SourceOffset = p.st.StopSourceHW
-				d.Lag = max(0, p.st.StopSourceHW-p.st.LastMirrorOffset)
-			}
-		case d.DestinationOffset >= 0:
-			d.Lag = max(0, hw-d.DestinationOffset)
+	}
+	switch {
+	case p.st.State == mirrorproto.StateStopped || p.st.State == mirrorproto.StateStopping:
+		// what the failover left unmirrored: the source HW then against the LEO then
+		// (before the markers and this cluster's own writes), from the state record, so
+		// also after a restart
+		if p.st.StopSourceHW >= 0 && p.st.LastMirrorOffset >= 0 {
+			d.SourceOffset = p.st.StopSourceHW
+			d.Lag = max(0, p.st.StopSourceHW-p.st.LastMirrorOffset)
 		}
+	case hw >= 0 && d.DestinationOffset >= 0:
+		d.Lag = max(0, hw-d.DestinationOffset)
 	}
 	return d
 }

@@ -163,14 +163,8 @@ func (r *mirrorRT) tick() time.Duration {
 	}
 	if need {
 		err := r.refreshMeta(im, mir, parts)
-		logIt := r.ctx.Err() == nil && r.status.record(TaskSourceMetadata, err)
-		switch {
-		case err != nil && logIt:
-			r.m.log.Warn("mirror: source metadata", "mirror", r.name, "err", err)
-		case err != nil:
-			r.m.log.Debug("mirror: source metadata failed again", "mirror", r.name, "err", err)
-		case logIt:
-			r.m.log.Info("mirror: source metadata answered again", "mirror", r.name)
+		if r.ctx.Err() == nil {
+			r.report(TaskSourceMetadata, err)
 		}
 		if err != nil {
 			wait = min(wait, r.cfg.fetchBackoff)
@@ -535,13 +529,13 @@ func (r *mirrorRT) align(p *partition) {
 			target = failbackTarget(l, lme, lmo)
 			why = fmt.Sprintf("failback to the last mirror position (epoch %d, offset %d)", lme, lmo)
 		case ownLMO >= 0:
-			// (Also when the source recorded a position too, but an older one: every
-			// failover raises the epoch, so the higher last mirror epoch is the later
-			// failover — after a switchover and back, this cluster's own stop while
-			// following the source, not the source's earlier stop while following us.)
 			// Restarted after this cluster's own failover from this source: the log up
 			// to the position this mirror recorded then is the source's history (a later
 			// divergence of the source comes back as DivergingEpoch on the first fetch).
+			// Also when the source recorded a position too, but an older one: every
+			// failover raises the epoch, so the higher last mirror epoch is the later
+			// failover — after a switchover and back, this cluster's own stop while
+			// following the source, not the source's earlier stop while following us.
 			target = failbackTarget(l, ownLME, ownLMO)
 			why = fmt.Sprintf("restarted after this cluster's failover: back to the last mirror position it recorded (epoch %d, offset %d)", ownLME, ownLMO)
 		case oneWay:

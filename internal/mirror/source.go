@@ -211,13 +211,11 @@ func loopsIn(resp *mirrorproto.DescribeClusterMirrorsResponse, ourClusterID stri
 			continue
 		}
 		for _, st := range sm.Topics {
-			state := mirrorproto.StateUnknown
+			state := mirrorproto.StateUnknown // no partition yet: being started
 			for _, sp := range st.Partitions {
-				if sp.State != mirrorproto.StateStopped {
-					state = sp.State
+				if state = sp.State; state != mirrorproto.StateStopped {
 					break
 				}
-				state = sp.State
 			}
 			if state != mirrorproto.StateStopped {
 				loops[st.TopicName] = fmt.Sprintf("mirror loop: the source mirrors %s from this cluster (mirror %s, %s)", st.TopicName, sm.MirrorName, state)

@@ -86,6 +86,19 @@ func (s *syncStatus) record(task string, err error) bool {
 	return log
 }
 
+// report records the outcome of one run of task and logs it: WARN and INFO when
+// syncStatus.record says so, DEBUG for a failure repeated in between.
+func (r *mirrorRT) report(task string, err error) {
+	switch logIt := r.status.record(task, err); {
+	case err != nil && logIt:
+		r.m.log.Warn("mirror sync task failed", "mirror", r.name, "task", task, "err", err)
+	case err != nil:
+		r.m.log.Debug("mirror sync task failed again", "mirror", r.name, "task", task, "err", err)
+	case logIt:
+		r.m.log.Info("mirror sync task succeeded again", "mirror", r.name, "task", task)
+	}
+}
+
 // snapshot returns the status of every task for DescribeClusterMirrors.
 func (s *syncStatus) snapshot() []mirrorproto.DescribeClusterMirrorsSyncTask {
 	s.mu.Lock()
@@ -148,14 +161,7 @@ func (r *mirrorRT) syncOnce() {
 		if r.ctx.Err() != nil {
 			return // shutting down: not a task failure
 		}
-		switch logIt := r.status.record(task, err); {
-		case err != nil && logIt:
-			r.m.log.Warn("mirror sync task failed", "mirror", r.name, "task", task, "err", err)
-		case err != nil:
-			r.m.log.Debug("mirror sync task failed again", "mirror", r.name, "task", task, "err", err)
-		case logIt:
-			r.m.log.Info("mirror sync task succeeded again", "mirror", r.name, "task", task)
-		}
+		r.report(task, err)
 	}
 	// Nothing is copied from a cluster that is not the mirror's source (wiped and
 	// recreated, or bootstrap.servers pointed elsewhere), nor is its HW taken for the
