@@ -102,7 +102,7 @@ type internalLog struct{ l *storage.Log }
 
 func (il internalLog) Append(recs []record.KV) (int64, error) {
 	b := record.Build(record.BatchHeader{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, Timestamp: nowMs()}, recs)
-	info, err := il.l.AppendAsLeader(b, leaderEpoch(il.l), -1)
+	info, err := il.l.AppendAsLeader(b, il.l.LeaderEpoch(), -1)
 	if err != nil {
 		return -1, err
 	}

@@ -175,7 +175,7 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest, d *fetchData) (*kmsg.FetchRes
 // records are kept in d as a file range under k (read into a buffer when k has one
 // already: a partition listed twice).
 func (b *Broker) fetchPartition(l *storage.Log, d *fetchData, k rangeKey, rp kmsg.FetchRequestTopicPartition, readCommitted bool, budget int, first bool, sp *kmsg.FetchResponseTopicPartition) (int, bool) {
-	epoch := leaderEpoch(l)
+	epoch := l.LeaderEpoch()
 	hw, lso := l.HighWatermarkAndLSO()
 	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = hw, lso, l.LogStartOffset()
 	if rp.CurrentLeaderEpoch >= 0 {
@@ -215,7 +215,7 @@ func (b *Broker) fetchPartition(l *storage.Log, d *fetchData, k rangeKey, rp kms
 	}
 	if err != nil {
 		switch {
-		case errors.Is(err, storage.ErrOffsetOutOfRange) && rp.CurrentLeaderEpoch >= 0 && rp.CurrentLeaderEpoch < leaderEpoch(l):
+		case errors.Is(err, storage.ErrOffsetOutOfRange) && rp.CurrentLeaderEpoch >= 0 && rp.CurrentLeaderEpoch < l.LeaderEpoch():
 			// truncated (and fenced, storage TruncateToFenced) since the check above:
 			// the consumer validates its position instead of resetting it
 			sp.ErrorCode = kerr.FencedLeaderEpoch.Code

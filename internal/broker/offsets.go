@@ -38,7 +38,7 @@ func (b *Broker) handleListOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
-			epoch := leaderEpoch(l)
+			epoch := l.LeaderEpoch()
 			if rp.CurrentLeaderEpoch >= 0 && rp.CurrentLeaderEpoch != epoch {
 				sp.ErrorCode = kerr.FencedLeaderEpoch.Code
 				if rp.CurrentLeaderEpoch > epoch {
@@ -105,7 +105,7 @@ func (b *Broker) handleOffsetForLeaderEpoch(req *kmsg.OffsetForLeaderEpochReques
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
-			epoch := leaderEpoch(l)
+			epoch := l.LeaderEpoch()
 			switch {
 			case rp.CurrentLeaderEpoch >= 0 && rp.CurrentLeaderEpoch < epoch:
 				sp.ErrorCode = kerr.FencedLeaderEpoch.Code

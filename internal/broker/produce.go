@@ -80,7 +80,7 @@ func (b *Broker) produceOne(ts *topicState, partition int32, records []byte, rul
 		appendTime = rules.nowMs
 	}
 	appendFn := func() {
-		info, err := l.AppendAsLeader(batch, leaderEpoch(l), appendTime)
+		info, err := l.AppendAsLeader(batch, l.LeaderEpoch(), appendTime)
 		if err != nil {
 			code := appendErrorCode(err)
 			sp.ErrorCode = code.Code

@@ -149,10 +149,6 @@ const (
 	sourceDefault              int8 = 5
 )
 
-// leaderEpoch is the partition's leader epoch as this single-node broker reports and
-// stamps it (storage Log.LeaderEpoch; docs/architecture.md).
-func leaderEpoch(l *storage.Log) int32 { return l.LeaderEpoch() }
-
 // topicIDString renders a topic ID as Kafka's Uuid.toString does (base64url, no padding).
 func topicIDString(id [16]byte) string { return base64.RawURLEncoding.EncodeToString(id[:]) }
 

@@ -98,7 +98,7 @@ func (b *Broker) handleMetadata(ctx context.Context, req *kmsg.MetadataRequest) 
 			mp.Partition = p
 			mp.Leader = b.nodeID
 			if l := b.partitionLog(t.Name, p); l != nil {
-				mp.LeaderEpoch = leaderEpoch(l)
+				mp.LeaderEpoch = l.LeaderEpoch()
 			} else {
 				mp.ErrorCode = kerr.LeaderNotAvailable.Code
 			}

@@ -100,7 +100,7 @@ func (w markerWriter) WriteMarker(m txn.Marker) error {
 	if m.Commit {
 		typ = record.ControlCommit
 	}
-	le := leaderEpoch(l)
+	le := l.LeaderEpoch()
 	_, err := l.AppendControlAsLeader(record.BuildEndTxnMarker(typ, m.ProducerID, m.ProducerEpoch, le, m.CoordinatorEpoch, time.Now().UnixMilli()), le)
 	if errors.Is(err, storage.ErrInvalidProducerEpoch) {
 		// The partition already knows a newer epoch of this producer: the marker has
