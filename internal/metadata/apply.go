@@ -3,6 +3,7 @@ package metadata
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 )
 
@@ -24,8 +25,80 @@ func applyBatch(im *Image, offset uint64, recs []Record) (*Image, error) {
 // builder tracks which maps of next are already private copies, so that each map of the
 // previous image is cloned at most once per batch.
 type builder struct {
-	next                                  *Image
-	topicsOwned, mirrorsOwned, nodesOwned bool
+	next                                                *Image
+	topicsOwned, mirrorsOwned, nodesOwned, brokersOwned bool
+}
+
+func (b *builder) ownBrokers() {
+	if !b.brokersOwned {
+		b.next.Brokers = maps.Clone(b.next.Brokers)
+		b.brokersOwned = true
+	}
+}
+
+// unassigned returns n registrations of partitions without replicas.
+func unassigned(n int32) []*PartitionRegistration {
+	out := make([]*PartitionRegistration, n)
+	for i := range out {
+		out[i] = unassignedPartition
+	}
+	return out
+}
+
+// checkReplicas validates a partition's replicas, ISR and leader (Kafka's
+// PartitionRegistration invariants): replicas non-empty, non-negative and unique; the ISR
+// a non-empty subset of the replicas without duplicates; the leader NoLeader or in the ISR.
+func checkReplicas(where string, replicas, isr []int32, leader int32) error {
+	if len(replicas) == 0 {
+		return fmt.Errorf("%w: %s: no replicas", ErrInvalidRecord, where)
+	}
+	for i, r := range replicas {
+		if r < 0 || slices.Contains(replicas[:i], r) {
+			return fmt.Errorf("%w: %s: replicas %v", ErrInvalidRecord, where, replicas)
+		}
+	}
+	if len(isr) == 0 {
+		return fmt.Errorf("%w: %s: empty ISR", ErrInvalidRecord, where)
+	}
+	for i, r := range isr {
+		if !slices.Contains(replicas, r) || slices.Contains(isr[:i], r) {
+			return fmt.Errorf("%w: %s: ISR %v is not a subset of the replicas %v", ErrInvalidRecord, where, isr, replicas)
+		}
+	}
+	if leader != NoLeader && !slices.Contains(isr, leader) {
+		return fmt.Errorf("%w: %s: leader %d is not in the ISR %v", ErrInvalidRecord, where, leader, isr)
+	}
+	return nil
+}
+
+// partitionAt returns the topic with id and the registration of partition p.
+func (b *builder) partitionAt(id TopicID, p int32) (*Topic, *PartitionRegistration, error) {
+	t, ok := b.next.TopicsByID[id]
+	if !ok {
+		return nil, nil, fmt.Errorf("%w: topic ID %s", ErrUnknownTopic, TopicIDString(id))
+	}
+	reg := t.Partition(p)
+	if reg == nil {
+		return nil, nil, fmt.Errorf("%w: topic %q has no partition %d", ErrInvalidRecord, t.Name, p)
+	}
+	return t, reg, nil
+}
+
+// putPartition stores reg as partition p of a copy of t.
+func (b *builder) putPartition(t *Topic, p int32, reg *PartitionRegistration) {
+	nt := *t
+	nt.Registrations = slices.Clone(t.Registrations)
+	nt.Registrations[p] = reg
+	b.putTopic(&nt)
+}
+
+// broker returns the registration of id at epoch.
+func (b *builder) broker(id int32, epoch int64) (*BrokerRegistration, error) {
+	br, ok := b.next.Brokers[id]
+	if !ok || br.Epoch != epoch {
+		return nil, fmt.Errorf("%w: broker %d with broker epoch %d", ErrUnknownBroker, id, epoch)
+	}
+	return br, nil
 }
 
 func (b *builder) ownTopics() {
@@ -109,7 +182,7 @@ func (b *builder) apply(r Record) error {
 		if err := b.checkMirrorTopic(r.Mirror, r.Name); err != nil {
 			return err
 		}
-		t := &Topic{Name: r.Name, ID: r.ID, Partitions: r.Partitions}
+		t := &Topic{Name: r.Name, ID: r.ID, Partitions: r.Partitions, Registrations: unassigned(r.Partitions)}
 		if len(r.Configs) > 0 {
 			t.Configs = maps.Clone(r.Configs)
 		}
@@ -129,6 +202,7 @@ func (b *builder) apply(r Record) error {
 		}
 		t := *old
 		t.Partitions = r.Partitions
+		t.Registrations = append(slices.Clone(old.Registrations), unassigned(r.Partitions-old.Partitions)...)
 		b.putTopic(&t)
 
 	case RemoveTopicRecord:
@@ -227,6 +301,98 @@ func (b *builder) apply(r Record) error {
 			t.Mirror = &mt
 		}
 		b.putTopic(&t)
+
+	case PartitionRecord:
+		t, cur, err := b.partitionAt(r.TopicID, r.Partition)
+		if err != nil {
+			return err
+		}
+		where := fmt.Sprintf("%s-%d", t.Name, r.Partition)
+		if cur.Assigned() {
+			return fmt.Errorf("%w: %s is already assigned", ErrInvalidRecord, where)
+		}
+		if err := checkReplicas(where, r.Replicas, r.ISR, r.Leader); err != nil {
+			return err
+		}
+		if r.LeaderEpoch < 0 || r.PartitionEpoch < 0 {
+			return fmt.Errorf("%w: %s: negative leader or partition epoch", ErrInvalidRecord, where)
+		}
+		b.putPartition(t, r.Partition, &PartitionRegistration{
+			Replicas: slices.Clone(r.Replicas), ISR: slices.Clone(r.ISR), Leader: r.Leader,
+			LeaderEpoch: r.LeaderEpoch, PartitionEpoch: r.PartitionEpoch,
+		})
+
+	case PartitionChangeRecord:
+		t, cur, err := b.partitionAt(r.TopicID, r.Partition)
+		if err != nil {
+			return err
+		}
+		where := fmt.Sprintf("%s-%d", t.Name, r.Partition)
+		if !cur.Assigned() {
+			return fmt.Errorf("%w: %s is not assigned", ErrInvalidRecord, where)
+		}
+		next := *cur
+		if r.ISR != nil {
+			next.ISR = slices.Clone(r.ISR)
+		}
+		if r.Leader != nil {
+			next.Leader = *r.Leader
+		}
+		if r.LeaderRecoveryState != nil {
+			next.LeaderRecoveryState = *r.LeaderRecoveryState
+		}
+		if err := checkReplicas(where, next.Replicas, next.ISR, next.Leader); err != nil {
+			return err
+		}
+		if r.LeaderEpoch < cur.LeaderEpoch || (next.Leader != cur.Leader && r.LeaderEpoch == cur.LeaderEpoch) {
+			return fmt.Errorf("%w: %s: leader epoch %d after %d (leader %d → %d)", ErrInvalidRecord, where, r.LeaderEpoch, cur.LeaderEpoch, cur.Leader, next.Leader)
+		}
+		next.LeaderEpoch = r.LeaderEpoch
+		next.PartitionEpoch = cur.PartitionEpoch + 1
+		b.putPartition(t, r.Partition, &next)
+
+	case RegisterBrokerRecord:
+		if r.BrokerID < 0 || len(r.Endpoints) == 0 {
+			return fmt.Errorf("%w: broker registration needs a broker ID >= 0 and an endpoint", ErrInvalidRecord)
+		}
+		for _, e := range r.Endpoints {
+			if e.Name == "" || e.Port < 1 || e.Port > 65535 {
+				return fmt.Errorf("%w: broker %d: endpoint %+v", ErrInvalidRecord, r.BrokerID, e)
+			}
+		}
+		b.ownBrokers()
+		im.Brokers[r.BrokerID] = &BrokerRegistration{
+			ID: r.BrokerID, Epoch: int64(im.Offset), IncarnationID: r.IncarnationID,
+			Endpoints: slices.Clone(r.Endpoints), Rack: r.Rack, Fenced: r.Fenced,
+		}
+
+	case BrokerRegistrationChangeRecord:
+		old, err := b.broker(r.BrokerID, r.BrokerEpoch)
+		if err != nil {
+			return err
+		}
+		br := *old
+		if r.Fenced != nil {
+			br.Fenced = *r.Fenced
+		}
+		if r.InControlledShutdown != nil {
+			br.InControlledShutdown = *r.InControlledShutdown
+		}
+		b.ownBrokers()
+		im.Brokers[r.BrokerID] = &br
+
+	case UnregisterBrokerRecord:
+		if _, err := b.broker(r.BrokerID, r.BrokerEpoch); err != nil {
+			return err
+		}
+		b.ownBrokers()
+		delete(im.Brokers, r.BrokerID)
+
+	case ProducerIDsRecord:
+		if r.NextProducerID <= im.NextProducerID {
+			return fmt.Errorf("%w: next producer ID %d is not above %d", ErrInvalidRecord, r.NextProducerID, im.NextProducerID)
+		}
+		im.NextProducerID = r.NextProducerID
 
 	default:
 		return fmt.Errorf("%w: unknown record type %T", ErrInvalidRecord, r)

@@ -106,30 +106,44 @@ func (f *fsm) closeSubs() {
 	f.subs = nil
 }
 
-// snapshotVersion is the version of the snapshot encoding.
-const snapshotVersion = 1
+// snapshotVersion is the version of the snapshot encoding: 2 adds broker registrations,
+// partition registrations and the next producer ID; version 1 snapshots (written before
+// clusters) are read with every partition unassigned.
+const snapshotVersion = 2
 
 // snapshotFile is the JSON form of a whole image in a raft snapshot.
 type snapshotFile struct {
-	Version       int                          `json:"v"`
-	Offset        uint64                       `json:"offset"`
-	ClusterID     string                       `json:"clusterId"`
-	Topics        []*Topic                     `json:"topics"`
-	Mirrors       []*Mirror                    `json:"mirrors"`
-	BrokerConfigs map[string]string            `json:"brokerConfigs,omitempty"`
-	NodeConfigs   map[string]map[string]string `json:"nodeConfigs,omitempty"`
+	Version        int                          `json:"v"`
+	Offset         uint64                       `json:"offset"`
+	ClusterID      string                       `json:"clusterId"`
+	Topics         []*Topic                     `json:"topics"`
+	Mirrors        []*Mirror                    `json:"mirrors"`
+	BrokerConfigs  map[string]string            `json:"brokerConfigs,omitempty"`
+	NodeConfigs    map[string]map[string]string `json:"nodeConfigs,omitempty"`
+	Brokers        []*BrokerRegistration        `json:"brokers,omitempty"`
+	NextProducerID int64                        `json:"nextProducerId,omitempty"`
 }
 
 func (s *snapshotFile) image() (*Image, error) {
-	if s.Version != snapshotVersion {
+	if s.Version != 1 && s.Version != snapshotVersion {
 		return nil, fmt.Errorf("decode metadata snapshot: unsupported version %d", s.Version)
 	}
 	im := emptyImage()
 	im.Offset = s.Offset
 	im.ClusterID = s.ClusterID
+	im.NextProducerID = s.NextProducerID
 	for _, t := range s.Topics {
+		if t.Partitions < 1 || (len(t.Registrations) != 0 && len(t.Registrations) != int(t.Partitions)) {
+			return nil, fmt.Errorf("decode metadata snapshot: topic %q has %d partitions and %d registrations", t.Name, t.Partitions, len(t.Registrations))
+		}
+		if len(t.Registrations) == 0 {
+			t.Registrations = unassigned(t.Partitions)
+		}
 		im.Topics[t.Name] = t
 		im.TopicsByID[t.ID] = t
+	}
+	for _, b := range s.Brokers {
+		im.Brokers[b.ID] = b
 	}
 	for _, m := range s.Mirrors {
 		im.Mirrors[m.Name] = m
@@ -159,11 +173,15 @@ func (imageSnapshot) Release() {}
 // writeSnapshot writes im to w as a snapshotFile.
 func writeSnapshot(w io.Writer, im *Image) error {
 	f := snapshotFile{
-		Version:       snapshotVersion,
-		Offset:        im.Offset,
-		ClusterID:     im.ClusterID,
-		BrokerConfigs: im.BrokerConfigs,
-		NodeConfigs:   im.NodeConfigs,
+		Version:        snapshotVersion,
+		Offset:         im.Offset,
+		ClusterID:      im.ClusterID,
+		BrokerConfigs:  im.BrokerConfigs,
+		NodeConfigs:    im.NodeConfigs,
+		NextProducerID: im.NextProducerID,
+	}
+	for _, id := range im.BrokerIDs() {
+		f.Brokers = append(f.Brokers, im.Brokers[id])
 	}
 	for _, name := range im.TopicNames() {
 		f.Topics = append(f.Topics, im.Topics[name])

@@ -32,7 +32,84 @@ type Image struct {
 	// NodeConfigs holds per-broker dynamic configs (BROKER resource named by a broker ID,
 	// e.g. "1"): broker ID → config name → value. They override BrokerConfigs.
 	NodeConfigs map[string]map[string]string
+	// Brokers holds every registered broker by broker ID (Kafka's ClusterImage).
+	Brokers map[int32]*BrokerRegistration
+	// NextProducerID is the first producer ID not yet handed out in a block
+	// (ProducerIDsRecord); 0 before the first block.
+	NextProducerID int64
 }
+
+// NoLeader is the leader of a partition that has none (Kafka's LeaderConstants.NO_LEADER).
+const NoLeader int32 = -1
+
+// Leader recovery states (Kafka's LeaderRecoveryState): RECOVERING after an unclean
+// election until the new leader has recovered its log.
+const (
+	LeaderRecovered  int8 = 0
+	LeaderRecovering int8 = 1
+)
+
+// PartitionRegistration is the state of one partition in an Image (Kafka's
+// org.apache.kafka.metadata.PartitionRegistration): replicas in preferred order, the
+// in-sync replicas, the leader (NoLeader when offline), the leader epoch (bumped by every
+// leader change and by leader-epoch bumps) and the partition epoch (bumped by every
+// change). A partition with no replicas is unassigned: a topic written by a release
+// before clusters, until the controller assigns it. Immutable.
+type PartitionRegistration struct {
+	Replicas            []int32 `json:"replicas"`
+	ISR                 []int32 `json:"isr"`
+	Leader              int32   `json:"leader"`
+	LeaderRecoveryState int8    `json:"leaderRecoveryState,omitempty"`
+	LeaderEpoch         int32   `json:"leaderEpoch"`
+	PartitionEpoch      int32   `json:"partitionEpoch"`
+}
+
+// Assigned reports whether the partition has replicas.
+func (p *PartitionRegistration) Assigned() bool { return len(p.Replicas) > 0 }
+
+// HasReplica reports whether broker id holds a replica of the partition.
+func (p *PartitionRegistration) HasReplica(id int32) bool { return slices.Contains(p.Replicas, id) }
+
+// unassignedPartition is the registration of a partition without replicas.
+var unassignedPartition = &PartitionRegistration{Leader: NoLeader}
+
+// Endpoint is one listener a broker advertises (Kafka's BrokerEndpoint): listener name,
+// host, port and security protocol name (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL).
+type Endpoint struct {
+	Name             string `json:"name"`
+	Host             string `json:"host"`
+	Port             int32  `json:"port"`
+	SecurityProtocol string `json:"securityProtocol"`
+}
+
+// BrokerRegistration is one registered broker (Kafka's BrokerRegistration): its broker
+// epoch (the metadata offset of its registration), the incarnation ID that the broker
+// process chose at start, its advertised endpoints, rack, and whether it is fenced (not
+// given leaderships: not caught up, or its session expired) or in controlled shutdown.
+// Immutable.
+type BrokerRegistration struct {
+	ID                   int32      `json:"id"`
+	Epoch                int64      `json:"epoch"`
+	IncarnationID        TopicID    `json:"incarnationId"`
+	Endpoints            []Endpoint `json:"endpoints"`
+	Rack                 string     `json:"rack,omitempty"`
+	Fenced               bool       `json:"fenced"`
+	InControlledShutdown bool       `json:"inControlledShutdown,omitempty"`
+}
+
+// Endpoint returns the endpoint of listener name.
+func (b *BrokerRegistration) Endpoint(name string) (Endpoint, bool) {
+	for _, e := range b.Endpoints {
+		if e.Name == name {
+			return e, true
+		}
+	}
+	return Endpoint{}, false
+}
+
+// Usable reports whether the broker may lead partitions: registered, unfenced and not in
+// controlled shutdown (Kafka's BrokerHeartbeatManager "active" brokers).
+func (b *BrokerRegistration) Usable() bool { return !b.Fenced && !b.InControlledShutdown }
 
 // Topic is one topic in an Image (Apache Kafka's org.apache.kafka.image.TopicImage plus its
 // dynamic configs and, for a mirror topic, its desired mirror state). Immutable.
@@ -45,6 +122,18 @@ type Topic struct {
 	Configs map[string]string `json:"configs,omitempty"`
 	// Mirror is the desired state of a mirror topic; nil for an ordinary topic.
 	Mirror *MirrorTopic `json:"mirror,omitempty"`
+	// Registrations holds the registration of every partition, by index (Partitions of
+	// them in an Image).
+	Registrations []*PartitionRegistration `json:"registrations,omitempty"`
+}
+
+// Partition returns the registration of partition p, nil when the topic has no such
+// partition.
+func (t *Topic) Partition(p int32) *PartitionRegistration {
+	if p < 0 || int(p) >= len(t.Registrations) {
+		return nil
+	}
+	return t.Registrations[p]
 }
 
 // MirrorTopic is the desired state of a mirror topic, kept in the metadata log (spec section
@@ -111,7 +200,36 @@ func emptyImage() *Image {
 		Mirrors:       map[string]*Mirror{},
 		BrokerConfigs: map[string]string{},
 		NodeConfigs:   map[string]map[string]string{},
+		Brokers:       map[int32]*BrokerRegistration{},
 	}
+}
+
+// Broker returns the registration of broker id.
+func (im *Image) Broker(id int32) (*BrokerRegistration, bool) {
+	b, ok := im.Brokers[id]
+	return b, ok
+}
+
+// BrokerIDs returns the IDs of every registered broker, sorted.
+func (im *Image) BrokerIDs() []int32 {
+	out := make([]int32, 0, len(im.Brokers))
+	for id := range im.Brokers {
+		out = append(out, id)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// UsableBrokers returns the registered brokers that may lead partitions (Usable), sorted
+// by ID.
+func (im *Image) UsableBrokers() []*BrokerRegistration {
+	var out []*BrokerRegistration
+	for _, id := range im.BrokerIDs() {
+		if b := im.Brokers[id]; b.Usable() {
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 // Topic returns the topic called name.

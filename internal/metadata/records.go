@@ -83,6 +83,81 @@ type MirrorTopicRecord struct {
 	Mirror *MirrorTopic `json:"mirror"`
 }
 
+// PartitionRecord sets the whole registration of one partition (Kafka's PartitionRecord):
+// written in the batch of the TopicRecord or PartitionCountRecord that creates the
+// partition, or for a partition that has no replicas yet (topics written by a release
+// before clusters, which carry no assignment). PartitionEpoch is set by the record as
+// written. Errors: ErrUnknownTopic, ErrInvalidRecord (index outside the topic, partition
+// already assigned, empty or duplicate replicas, an ISR that is not a non-empty subset
+// of the replicas, a leader outside the ISR, a negative leader epoch).
+type PartitionRecord struct {
+	TopicID        TopicID `json:"topicId"`
+	Partition      int32   `json:"partition"`
+	Replicas       []int32 `json:"replicas"`
+	ISR            []int32 `json:"isr"`
+	Leader         int32   `json:"leader"`
+	LeaderEpoch    int32   `json:"leaderEpoch"`
+	PartitionEpoch int32   `json:"partitionEpoch"`
+}
+
+// PartitionChangeRecord changes the leader, the ISR or the leader epoch of one partition
+// (Kafka's PartitionChangeRecord, written by the active controller's elections, ISR
+// changes and leader-epoch bumps). Nil fields keep their value. LeaderEpoch is the
+// partition's leader epoch after the change: the current one, or a higher one; a leader
+// change (Leader set to another broker, or to NoLeader) must raise it. Every change adds
+// one to the partition epoch. Errors: ErrUnknownTopic, ErrInvalidRecord (no such
+// partition, an unassigned partition, a leader epoch that goes down or stays with a new
+// leader, an ISR outside the replicas or empty, a leader outside the new ISR).
+type PartitionChangeRecord struct {
+	TopicID             TopicID `json:"topicId"`
+	Partition           int32   `json:"partition"`
+	Leader              *int32  `json:"leader,omitempty"`
+	ISR                 []int32 `json:"isr"` // null = unchanged
+	LeaderEpoch         int32   `json:"leaderEpoch"`
+	LeaderRecoveryState *int8   `json:"leaderRecoveryState,omitempty"`
+}
+
+// RegisterBrokerRecord registers a broker (Kafka's RegisterBrokerRecord), replacing any
+// earlier registration of the same broker ID. The broker epoch of the registration is the
+// metadata offset of the batch that holds the record, as in Kafka. Errors:
+// ErrInvalidRecord (negative broker ID, no endpoint, an endpoint without a name or with a
+// port outside 1–65535).
+type RegisterBrokerRecord struct {
+	BrokerID      int32      `json:"brokerId"`
+	IncarnationID TopicID    `json:"incarnationId"`
+	Endpoints     []Endpoint `json:"endpoints"`
+	Rack          string     `json:"rack,omitempty"`
+	Fenced        bool       `json:"fenced"`
+}
+
+// BrokerRegistrationChangeRecord fences or unfences a broker, or marks it as in
+// controlled shutdown (Kafka's BrokerRegistrationChangeRecord, which also stands for its
+// FenceBrokerRecord and UnfenceBrokerRecord). Nil fields keep their value. Errors:
+// ErrUnknownBroker (no registration with that ID and broker epoch).
+type BrokerRegistrationChangeRecord struct {
+	BrokerID             int32 `json:"brokerId"`
+	BrokerEpoch          int64 `json:"brokerEpoch"`
+	Fenced               *bool `json:"fenced,omitempty"`
+	InControlledShutdown *bool `json:"inControlledShutdown,omitempty"`
+}
+
+// UnregisterBrokerRecord removes a broker's registration (Kafka's UnregisterBrokerRecord).
+// Errors: ErrUnknownBroker.
+type UnregisterBrokerRecord struct {
+	BrokerID    int32 `json:"brokerId"`
+	BrokerEpoch int64 `json:"brokerEpoch"`
+}
+
+// ProducerIDsRecord hands the producer IDs below NextProducerID out (Kafka's
+// ProducerIdsRecord, written for AllocateProducerIds): the requesting broker owns the
+// block [previous NextProducerID, NextProducerID). Errors: ErrInvalidRecord
+// (NextProducerID not above the current one).
+type ProducerIDsRecord struct {
+	BrokerID       int32 `json:"brokerId"`
+	BrokerEpoch    int64 `json:"brokerEpoch"`
+	NextProducerID int64 `json:"nextProducerId"`
+}
+
 func (ClusterRecord) isRecord()        {}
 func (TopicRecord) isRecord()          {}
 func (PartitionCountRecord) isRecord() {}
@@ -91,6 +166,13 @@ func (ConfigRecord) isRecord()         {}
 func (MirrorRecord) isRecord()         {}
 func (RemoveMirrorRecord) isRecord()   {}
 func (MirrorTopicRecord) isRecord()    {}
+
+func (PartitionRecord) isRecord()                {}
+func (PartitionChangeRecord) isRecord()          {}
+func (RegisterBrokerRecord) isRecord()           {}
+func (BrokerRegistrationChangeRecord) isRecord() {}
+func (UnregisterBrokerRecord) isRecord()         {}
+func (ProducerIDsRecord) isRecord()              {}
 
 // Errors of Apply. They are wrapped with a message naming the topic or mirror; test with
 // errors.Is. The broker maps them to Kafka errors.
@@ -106,6 +188,9 @@ var (
 	ErrUnknownMirror = errors.New("unknown cluster mirror")
 	// ErrMirrorExists: a cluster mirror with this name exists (CLUSTER_MIRROR_ALREADY_EXISTS).
 	ErrMirrorExists = errors.New("cluster mirror already exists")
+	// ErrUnknownBroker: no registration of that broker ID and broker epoch
+	// (STALE_BROKER_EPOCH / BROKER_ID_NOT_REGISTERED).
+	ErrUnknownBroker = errors.New("unknown broker")
 	// ErrInvalidRecord: a record that is malformed on its own (empty name, zero topic ID,
 	// unknown config resource type or desired state, second cluster ID) (INVALID_REQUEST).
 	ErrInvalidRecord = errors.New("invalid metadata record")
@@ -124,6 +209,13 @@ const (
 	tagMirror         = "mirror"
 	tagRemoveMirror   = "removeMirror"
 	tagMirrorTopic    = "mirrorTopic"
+
+	tagPartition        = "partition"
+	tagPartitionChange  = "partitionChange"
+	tagRegisterBroker   = "registerBroker"
+	tagBrokerChange     = "brokerRegistrationChange"
+	tagUnregisterBroker = "unregisterBroker"
+	tagProducerIDs      = "producerIds"
 )
 
 // wireBatch is one raft log entry: a versioned list of tagged records, as JSON.
@@ -159,6 +251,18 @@ func encodeBatch(recs []Record) ([]byte, error) {
 			tag = tagRemoveMirror
 		case MirrorTopicRecord, *MirrorTopicRecord:
 			tag = tagMirrorTopic
+		case PartitionRecord, *PartitionRecord:
+			tag = tagPartition
+		case PartitionChangeRecord, *PartitionChangeRecord:
+			tag = tagPartitionChange
+		case RegisterBrokerRecord, *RegisterBrokerRecord:
+			tag = tagRegisterBroker
+		case BrokerRegistrationChangeRecord, *BrokerRegistrationChangeRecord:
+			tag = tagBrokerChange
+		case UnregisterBrokerRecord, *UnregisterBrokerRecord:
+			tag = tagUnregisterBroker
+		case ProducerIDsRecord, *ProducerIDsRecord:
+			tag = tagProducerIDs
 		default:
 			return nil, fmt.Errorf("%w: unknown record type %T", ErrInvalidRecord, r)
 		}
@@ -202,6 +306,18 @@ func decodeBatch(p []byte) ([]Record, error) {
 			r, err = decodeAs[RemoveMirrorRecord](w.Data)
 		case tagMirrorTopic:
 			r, err = decodeAs[MirrorTopicRecord](w.Data)
+		case tagPartition:
+			r, err = decodeAs[PartitionRecord](w.Data)
+		case tagPartitionChange:
+			r, err = decodeAs[PartitionChangeRecord](w.Data)
+		case tagRegisterBroker:
+			r, err = decodeAs[RegisterBrokerRecord](w.Data)
+		case tagBrokerChange:
+			r, err = decodeAs[BrokerRegistrationChangeRecord](w.Data)
+		case tagUnregisterBroker:
+			r, err = decodeAs[UnregisterBrokerRecord](w.Data)
+		case tagProducerIDs:
+			r, err = decodeAs[ProducerIDsRecord](w.Data)
 		default:
 			err = fmt.Errorf("unknown record type %q", w.Type)
 		}
