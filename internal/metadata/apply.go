@@ -71,6 +71,21 @@ func checkReplicas(where string, replicas, isr []int32, leader int32) error {
 	return nil
 }
 
+// checkPlacement refuses a new partition placed on a broker that is not registered, or
+// led by one that may not lead (fenced or in controlled shutdown): the placement was
+// computed from an image older than the brokers' state (ErrStalePlacement).
+func (b *builder) checkPlacement(where string, replicas []int32, leader int32) error {
+	for _, r := range replicas {
+		if _, ok := b.next.Brokers[r]; !ok {
+			return fmt.Errorf("%w: %s: replica on broker %d, which is not registered", ErrStalePlacement, where, r)
+		}
+	}
+	if leader != NoLeader && !b.next.Brokers[leader].Usable() {
+		return fmt.Errorf("%w: %s: leader %d is fenced or shutting down", ErrStalePlacement, where, leader)
+	}
+	return nil
+}
+
 // partitionAt returns the topic with id and the registration of partition p.
 func (b *builder) partitionAt(id TopicID, p int32) (*Topic, *PartitionRegistration, error) {
 	t, ok := b.next.TopicsByID[id]
@@ -316,6 +331,9 @@ func (b *builder) apply(r Record) error {
 		}
 		if r.LeaderEpoch < 0 || r.PartitionEpoch < 0 {
 			return fmt.Errorf("%w: %s: negative leader or partition epoch", ErrInvalidRecord, where)
+		}
+		if err := b.checkPlacement(where, r.Replicas, r.Leader); err != nil {
+			return err
 		}
 		b.putPartition(t, r.Partition, &PartitionRegistration{
 			Replicas: slices.Clone(r.Replicas), ISR: slices.Clone(r.ISR), Leader: r.Leader,

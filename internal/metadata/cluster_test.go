@@ -15,6 +15,9 @@ func boolp(v bool) *bool  { return &v }
 func TestPartitionRecords(t *testing.T) {
 	c := open(t, t.TempDir(), "")
 	defer c.Close()
+	ep := []Endpoint{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: 9092, SecurityProtocol: "PLAINTEXT"}}
+	apply(t, c, RegisterBrokerRecord{BrokerID: 1, Endpoints: ep}, RegisterBrokerRecord{BrokerID: 2, Endpoints: ep},
+		RegisterBrokerRecord{BrokerID: 3, Endpoints: ep}, RegisterBrokerRecord{BrokerID: 4, Endpoints: ep, Fenced: true})
 	id := NewTopicID()
 	im := apply(t, c,
 		TopicRecord{Name: "t", ID: id, Partitions: 2},
@@ -68,6 +71,17 @@ func TestPartitionRecords(t *testing.T) {
 		}
 		if _, err := c.Apply(t.Context(), recs...); !errors.Is(err, ErrInvalidRecord) {
 			t.Errorf("%s: %v, want ErrInvalidRecord", tc.name, err)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		rec  Record
+	}{
+		{"replica on an unregistered broker", TopicRecordWith(NewTopicID(), PartitionRecord{Partition: 0, Replicas: []int32{1, 9}, ISR: []int32{1}, Leader: 1})},
+		{"fenced leader", TopicRecordWith(NewTopicID(), PartitionRecord{Partition: 0, Replicas: []int32{4}, ISR: []int32{4}, Leader: 4})},
+	} {
+		if _, err := c.Apply(t.Context(), tc.rec.(multiRecord)...); !errors.Is(err, ErrStalePlacement) {
+			t.Errorf("%s: %v, want ErrStalePlacement", tc.name, err)
 		}
 	}
 	if _, err := c.Apply(t.Context(), PartitionChangeRecord{TopicID: NewTopicID(), Partition: 0}); !errors.Is(err, ErrUnknownTopic) {

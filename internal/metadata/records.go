@@ -89,7 +89,8 @@ type MirrorTopicRecord struct {
 // before clusters, which carry no assignment). PartitionEpoch is set by the record as
 // written. Errors: ErrUnknownTopic, ErrInvalidRecord (index outside the topic, partition
 // already assigned, empty or duplicate replicas, an ISR that is not a non-empty subset
-// of the replicas, a leader outside the ISR, a negative leader epoch).
+// of the replicas, a leader outside the ISR, a negative leader epoch), ErrStalePlacement
+// (a replica on an unregistered broker, a leader that is fenced or shutting down).
 type PartitionRecord struct {
 	TopicID        TopicID `json:"topicId"`
 	Partition      int32   `json:"partition"`
@@ -191,6 +192,10 @@ var (
 	// ErrUnknownBroker: no registration of that broker ID and broker epoch
 	// (STALE_BROKER_EPOCH / BROKER_ID_NOT_REGISTERED).
 	ErrUnknownBroker = errors.New("unknown broker")
+	// ErrStalePlacement: a new partition placed on a broker that is not registered, or led
+	// by one that is fenced or in controlled shutdown; the placement must be computed again
+	// from a newer image.
+	ErrStalePlacement = errors.New("stale replica placement")
 	// ErrInvalidRecord: a record that is malformed on its own (empty name, zero topic ID,
 	// unknown config resource type or desired state, second cluster ID) (INVALID_REQUEST).
 	ErrInvalidRecord = errors.New("invalid metadata record")
