@@ -1,0 +1,208 @@
+package controller
+
+// BrokerRegistration v0–4, BrokerHeartbeat v0–2 and AllocateProducerIds v0 on the active
+// controller (Kafka's ClusterControlManager.registerBroker,
+// BrokerHeartbeatManager/ReplicationControlManager.processBrokerHeartbeat and
+// ProducerIdControlManager.generateNextProducerId).
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/internal/metadata"
+)
+
+// ProducerIDBlockSize is the number of producer IDs in one block (Kafka's
+// ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE).
+const ProducerIDBlockSize = 1000
+
+// securityProtocols are Kafka's SecurityProtocol IDs by name.
+var securityProtocols = map[int16]string{0: "PLAINTEXT", 1: "SSL", 2: "SASL_PLAINTEXT", 3: "SASL_SSL"}
+
+// RegisterBroker registers a broker and answers its broker epoch. The registration is
+// fenced until the broker's heartbeats show it caught up with the metadata log. Errors:
+// NOT_CONTROLLER; INCONSISTENT_CLUSTER_ID (another cluster ID); INVALID_REGISTRATION (a
+// negative broker ID, no listener, an unknown security protocol);
+// DUPLICATE_BROKER_REGISTRATION (another incarnation of the broker ID holds a live
+// session: two nodes with one node.id). A broker registering again (a restart) first
+// loses its leaderships, as a fenced broker does.
+func (c *Controller) RegisterBroker(ctx context.Context, req *kmsg.BrokerRegistrationRequest) *kmsg.BrokerRegistrationResponse {
+	resp := req.ResponseKind().(*kmsg.BrokerRegistrationResponse)
+	failCode := func(code int16) *kmsg.BrokerRegistrationResponse { resp.ErrorCode = code; resp.BrokerEpoch = -1; return resp }
+	fail := func(e *kerr.Error) *kmsg.BrokerRegistrationResponse { return failCode(e.Code) }
+	if c.notActive() {
+		return fail(kerr.NotController)
+	}
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	im := c.q.Image()
+	if req.ClusterID != im.ClusterID {
+		c.log.Warn("refused a broker registration with another cluster ID", "broker", req.BrokerID, "clusterId", req.ClusterID, "want", im.ClusterID)
+		return fail(kerr.InconsistentClusterID)
+	}
+	if req.BrokerID < 0 || len(req.Listeners) == 0 {
+		return fail(kerr.InvalidRegistration)
+	}
+	reg := metadata.RegisterBrokerRecord{BrokerID: req.BrokerID, IncarnationID: req.IncarnationID, Fenced: true}
+	if req.Rack != nil {
+		reg.Rack = *req.Rack
+	}
+	for _, l := range req.Listeners {
+		proto, ok := securityProtocols[l.SecurityProtocol]
+		if !ok || l.Name == "" || l.Port == 0 {
+			return fail(kerr.InvalidRegistration)
+		}
+		reg.Endpoints = append(reg.Endpoints, metadata.Endpoint{Name: l.Name, Host: l.Host, Port: int32(l.Port), SecurityProtocol: proto})
+	}
+	var recs []metadata.Record
+	if old, ok := im.Brokers[req.BrokerID]; ok {
+		if old.IncarnationID != req.IncarnationID && c.liveSession(req.BrokerID) {
+			c.log.Warn("refused a broker registration: another broker is registered with that broker id",
+				"broker", req.BrokerID, "incarnation", metadata.TopicIDString(req.IncarnationID), "registered", metadata.TopicIDString(old.IncarnationID))
+			return fail(kerr.DuplicateBrokerRegistration)
+		}
+		if !old.Fenced {
+			// The restarted broker leads nothing until it has caught up again.
+			next := *old
+			next.Fenced = true
+			v := withBroker(im, &next)
+			recs = append(recs, leaving(v, old.ID, c.unclean(v))...)
+		}
+	}
+	recs = append(recs, reg)
+	out, err := c.apply(ctx, "registering a broker", recs)
+	if err != nil {
+		return failCode(errorCode(err))
+	}
+	b := out.Brokers[req.BrokerID]
+	c.mu.Lock()
+	c.sessions[req.BrokerID] = &session{lastContact: time.Now(), metadataOffset: -1}
+	c.mu.Unlock()
+	c.log.Info("registered broker", "broker", b.ID, "brokerEpoch", b.Epoch, "endpoints", fmt.Sprint(b.Endpoints), "rack", b.Rack)
+	resp.BrokerEpoch = b.Epoch
+	return resp
+}
+
+// liveSession reports whether broker id heartbeated within the session timeout.
+func (c *Controller) liveSession(id int32) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.sessions[id]
+	return s != nil && time.Since(s.lastContact) <= c.opts.SessionTimeout
+}
+
+// Heartbeat renews a broker's session and moves it between fenced, unfenced and
+// controlled shutdown: a fenced broker whose CurrentMetadataOffset reached its
+// registration's offset is unfenced (and elected where partitions lack a leader); a
+// broker asking WantShutdown enters controlled shutdown (its leaderships move away) and is
+// told ShouldShutdown once it leads no partition; WantFence fences it. Errors:
+// NOT_CONTROLLER, BROKER_ID_NOT_REGISTERED, STALE_BROKER_EPOCH (the broker must register
+// again).
+func (c *Controller) Heartbeat(ctx context.Context, req *kmsg.BrokerHeartbeatRequest) *kmsg.BrokerHeartbeatResponse {
+	resp := req.ResponseKind().(*kmsg.BrokerHeartbeatResponse)
+	if c.notActive() {
+		resp.ErrorCode = kerr.NotController.Code
+		return resp
+	}
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	im := c.q.Image()
+	b, ok := im.Brokers[req.BrokerID]
+	switch {
+	case !ok:
+		resp.ErrorCode = kerr.BrokerIDNotRegistered.Code
+		return resp
+	case b.Epoch != req.BrokerEpoch:
+		resp.ErrorCode = kerr.StaleBrokerEpoch.Code
+		return resp
+	}
+	c.mu.Lock()
+	c.sessions[b.ID] = &session{lastContact: time.Now(), metadataOffset: req.CurrentMetadataOffset}
+	c.mu.Unlock()
+	caughtUp := req.CurrentMetadataOffset >= b.Epoch
+	var recs []metadata.Record
+	var what string
+	switch {
+	case req.WantShutdown && !b.InControlledShutdown:
+		what = "starting a controlled shutdown"
+		yes := true
+		next := *b
+		next.InControlledShutdown = true
+		recs = append(recs, metadata.BrokerRegistrationChangeRecord{BrokerID: b.ID, BrokerEpoch: b.Epoch, InControlledShutdown: &yes})
+		v := withBroker(im, &next)
+		recs = append(recs, leaving(v, b.ID, c.unclean(v))...)
+	case req.WantFence && !b.Fenced:
+		what = "fencing a broker on its request"
+		recs = c.fence(im, b)
+	case b.Fenced && !req.WantFence && !req.WantShutdown && caughtUp:
+		what = "unfencing a broker that caught up"
+		no := false
+		next := *b
+		next.Fenced = false
+		recs = append(recs, metadata.BrokerRegistrationChangeRecord{BrokerID: b.ID, BrokerEpoch: b.Epoch, Fenced: &no})
+		v := withBroker(im, &next)
+		recs = append(recs, electOffline(v, c.unclean(v))...)
+	}
+	if len(recs) > 0 {
+		out, err := c.apply(ctx, what, recs)
+		if err != nil {
+			resp.ErrorCode = errorCode(err)
+			return resp
+		}
+		im = out
+		b = im.Brokers[req.BrokerID]
+		c.log.Info(what, "broker", b.ID, "brokerEpoch", b.Epoch, "metadataOffset", req.CurrentMetadataOffset)
+	}
+	resp.IsCaughtUp = caughtUp
+	resp.IsFenced = b.Fenced
+	resp.ShouldShutdown = req.WantShutdown && (b.Fenced || !leadsAny(im, b.ID))
+	return resp
+}
+
+// leadsAny reports whether broker id leads a partition in im.
+func leadsAny(im *metadata.Image, id int32) bool {
+	for _, t := range im.Topics {
+		if slices.ContainsFunc(t.Registrations, func(r *metadata.PartitionRegistration) bool { return r.Leader == id }) {
+			return true
+		}
+	}
+	return false
+}
+
+// AllocateProducerIDs hands a registered broker the next block of ProducerIDBlockSize
+// producer IDs, never handed out before in this cluster. Errors: NOT_CONTROLLER,
+// BROKER_ID_NOT_REGISTERED, STALE_BROKER_EPOCH.
+func (c *Controller) AllocateProducerIDs(ctx context.Context, req *kmsg.AllocateProducerIDsRequest) *kmsg.AllocateProducerIDsResponse {
+	resp := req.ResponseKind().(*kmsg.AllocateProducerIDsResponse)
+	resp.ProducerIDStart, resp.ProducerIDLen = -1, 0
+	if c.notActive() {
+		resp.ErrorCode = kerr.NotController.Code
+		return resp
+	}
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	im := c.q.Image()
+	b, ok := im.Brokers[req.BrokerID]
+	switch {
+	case !ok:
+		resp.ErrorCode = kerr.BrokerIDNotRegistered.Code
+		return resp
+	case b.Epoch != req.BrokerEpoch:
+		resp.ErrorCode = kerr.StaleBrokerEpoch.Code
+		return resp
+	}
+	start := im.NextProducerID
+	if _, err := c.apply(ctx, "allocating a producer ID block", []metadata.Record{
+		metadata.ProducerIDsRecord{BrokerID: b.ID, BrokerEpoch: b.Epoch, NextProducerID: start + ProducerIDBlockSize},
+	}); err != nil {
+		resp.ErrorCode = errorCode(err)
+		return resp
+	}
+	resp.ProducerIDStart, resp.ProducerIDLen = start, ProducerIDBlockSize
+	return resp
+}

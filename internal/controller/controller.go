@@ -1,0 +1,294 @@
+// Package controller is kmirror's active controller (Apache Kafka's QuorumController with
+// its ClusterControlManager, BrokerHeartbeatManager, ReplicationControlManager and
+// ProducerIdControlManager): on the node that leads the metadata quorum it registers
+// brokers and gives them broker epochs, fences brokers whose session expired and unfences
+// those caught up with the metadata log, runs controlled shutdowns, elects partition
+// leaders, places the replicas of new partitions and hands out producer-ID blocks. Every
+// decision is a batch of metadata records (internal/metadata) applied through the quorum;
+// the state it keeps in memory (heartbeat times, metadata offsets) is rebuilt when another
+// node becomes the active controller. See ../shared/design/cluster.md §1–2.
+package controller
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/internal/metadata"
+)
+
+// Quorum is the metadata log as the active controller uses it (*metadata.Controller).
+type Quorum interface {
+	// Image is the latest applied image.
+	Image() *metadata.Image
+	// Apply proposes a batch and returns the image after it (metadata.Controller.Apply).
+	Apply(ctx context.Context, recs ...metadata.Record) (*metadata.Image, error)
+	// IsLeader reports whether this node leads the quorum.
+	IsLeader() bool
+	// Barrier waits until every record committed before it is applied to the image (only
+	// on the leader).
+	Barrier(ctx context.Context) error
+}
+
+// Options configure a Controller.
+type Options struct {
+	// NodeID is this node's node.id.
+	NodeID int32
+	// SessionTimeout is broker.session.timeout.ms: a broker without a heartbeat for this
+	// long is fenced.
+	SessionTimeout time.Duration
+	// Unclean reports whether a topic allows unclean leader election
+	// (unclean.leader.election.enable resolved for the topic); nil: never.
+	Unclean func(im *metadata.Image, t *metadata.Topic) bool
+	// AdoptUnassigned gives partitions without replicas (topics written by a release before
+	// clusters) to broker NodeID once it is registered: the one-node cluster upgrading its
+	// data directory in place.
+	AdoptUnassigned bool
+	// Logger receives the controller's decisions; nil discards them.
+	Logger *slog.Logger
+}
+
+// Controller is the active-controller logic of one node. Its request handlers answer
+// NOT_CONTROLLER while this node does not lead the quorum. Safe for concurrent use.
+type Controller struct {
+	opts Options
+	q    Quorum
+	log  *slog.Logger
+
+	// writeMu serialises the controller's read-image-then-write decisions, as Kafka's
+	// single controller thread does.
+	writeMu sync.Mutex
+
+	mu       sync.Mutex
+	active   bool
+	sessions map[int32]*session
+	rnd      *rand.Rand
+}
+
+// session is what the active controller knows of a broker's liveness (Kafka's
+// BrokerHeartbeatState): the last heartbeat and the metadata offset it reported.
+type session struct {
+	lastContact    time.Time
+	metadataOffset int64
+}
+
+// New returns the controller of this node over q; call Run.
+func New(q Quorum, opts Options) *Controller {
+	if opts.SessionTimeout <= 0 {
+		opts.SessionTimeout = 9 * time.Second
+	}
+	l := opts.Logger
+	if l == nil {
+		l = slog.New(slog.DiscardHandler)
+	}
+	return &Controller{
+		opts: opts, q: q, log: l.With("component", "controller"),
+		sessions: map[int32]*session{},
+		rnd:      rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
+	}
+}
+
+// tick is how often Run checks leadership, expired sessions and offline partitions.
+const tick = 100 * time.Millisecond
+
+// Run acts as the active controller whenever this node leads the quorum, until ctx ends:
+// on becoming active it gives every registered broker a fresh session (as Kafka's new
+// controllers do), then fences brokers whose session expires and elects leaders for
+// partitions that have none.
+func (c *Controller) Run(ctx context.Context) {
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for {
+		c.step(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Active reports whether this node is the active controller.
+func (c *Controller) Active() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.active && c.q.IsLeader()
+}
+
+func (c *Controller) step(ctx context.Context) {
+	if !c.q.IsLeader() {
+		c.mu.Lock()
+		if c.active {
+			c.log.Info("no longer the active controller")
+		}
+		c.active = false
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Lock()
+	wasActive := c.active
+	c.mu.Unlock()
+	if !wasActive {
+		bctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := c.q.Barrier(bctx)
+		cancel()
+		if err != nil {
+			return // retried on the next tick
+		}
+		now := time.Now()
+		c.mu.Lock()
+		c.active = true
+		c.sessions = map[int32]*session{}
+		for _, id := range c.q.Image().BrokerIDs() {
+			c.sessions[id] = &session{lastContact: now, metadataOffset: -1}
+		}
+		c.mu.Unlock()
+		c.log.Info("this node is the active controller", "node.id", c.opts.NodeID, "brokers", len(c.sessions))
+	}
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	c.fenceExpired(ctx)
+	c.adoptUnassigned(ctx)
+	if recs := electOffline(c.q.Image(), c.unclean(c.q.Image())); len(recs) > 0 {
+		c.apply(ctx, "electing leaders of offline partitions", recs)
+	}
+}
+
+// unclean returns the unclean-election rule over im.
+func (c *Controller) unclean(im *metadata.Image) func(*metadata.Topic) bool {
+	return func(t *metadata.Topic) bool { return c.opts.Unclean != nil && c.opts.Unclean(im, t) }
+}
+
+// apply writes recs, logging a failure (the decision is retried on the next tick). writeMu
+// held.
+func (c *Controller) apply(ctx context.Context, what string, recs []metadata.Record) (*metadata.Image, error) {
+	im, err := c.q.Apply(ctx, recs...)
+	if err != nil {
+		c.log.Warn("controller write failed", "what", what, "records", len(recs), "err", err)
+		return nil, err
+	}
+	c.log.Debug("controller write", "what", what, "records", len(recs), "offset", im.Offset)
+	return im, nil
+}
+
+// fenceExpired fences every unfenced broker whose session expired. writeMu held.
+func (c *Controller) fenceExpired(ctx context.Context) {
+	im := c.q.Image()
+	now := time.Now()
+	for _, id := range im.BrokerIDs() {
+		b := im.Brokers[id]
+		if b.Fenced {
+			continue
+		}
+		c.mu.Lock()
+		s := c.sessions[id]
+		expired := s == nil || now.Sub(s.lastContact) > c.opts.SessionTimeout
+		c.mu.Unlock()
+		if !expired {
+			continue
+		}
+		c.log.Warn("fencing broker: no heartbeat within broker.session.timeout.ms", "broker", id, "session.timeout", c.opts.SessionTimeout)
+		if _, err := c.apply(ctx, "fencing an expired broker", c.fence(im, b)); err == nil {
+			im = c.q.Image()
+		}
+	}
+}
+
+// fence returns the records that fence broker b and move its leaderships and ISR
+// memberships away.
+func (c *Controller) fence(im *metadata.Image, b *metadata.BrokerRegistration) []metadata.Record {
+	fenced := true
+	recs := []metadata.Record{metadata.BrokerRegistrationChangeRecord{BrokerID: b.ID, BrokerEpoch: b.Epoch, Fenced: &fenced}}
+	next := *b
+	next.Fenced = true
+	v := withBroker(im, &next)
+	return append(recs, leaving(v, b.ID, c.unclean(v))...)
+}
+
+// adoptUnassigned gives the unassigned partitions to this node (AdoptUnassigned) once it
+// is registered. writeMu held.
+func (c *Controller) adoptUnassigned(ctx context.Context) {
+	if !c.opts.AdoptUnassigned {
+		return
+	}
+	im := c.q.Image()
+	self, ok := im.Brokers[c.opts.NodeID]
+	if !ok {
+		return
+	}
+	leader := metadata.NoLeader
+	if self.Usable() {
+		leader = self.ID
+	}
+	var recs []metadata.Record
+	eachTopicPartition(im, func(t *metadata.Topic, p int32, reg *metadata.PartitionRegistration) {
+		if !reg.Assigned() {
+			recs = append(recs, metadata.PartitionRecord{TopicID: t.ID, Partition: p, Replicas: []int32{self.ID}, ISR: []int32{self.ID}, Leader: leader})
+		}
+	})
+	if len(recs) > 0 {
+		c.log.Info("assigning the partitions of a data directory written before clusters to this node", "partitions", len(recs))
+		c.apply(ctx, "adopting unassigned partitions", recs)
+	}
+}
+
+// eachTopicPartition calls fn for every partition of im, assigned or not.
+func eachTopicPartition(im *metadata.Image, fn func(t *metadata.Topic, p int32, reg *metadata.PartitionRegistration)) {
+	for _, name := range im.TopicNames() {
+		t := im.Topics[name]
+		for p, reg := range t.Registrations {
+			fn(t, int32(p), reg)
+		}
+	}
+}
+
+// withBroker returns a shallow copy of im in which broker b's registration is b: the
+// image the next records will produce, for computing elections in the same batch.
+func withBroker(im *metadata.Image, b *metadata.BrokerRegistration) *metadata.Image {
+	v := *im
+	v.Brokers = make(map[int32]*metadata.BrokerRegistration, len(im.Brokers)+1)
+	for id, r := range im.Brokers {
+		v.Brokers[id] = r
+	}
+	v.Brokers[b.ID] = b
+	return &v
+}
+
+// errorCode maps an Apply error to the Kafka error code answered to a broker.
+func errorCode(err error) int16 {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, metadata.ErrNotController):
+		return kerr.NotController.Code
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return kerr.RequestTimedOut.Code
+	default:
+		return kerr.UnknownServerError.Code
+	}
+}
+
+// notActive is the error of a request that reached a node that is not the active
+// controller.
+func (c *Controller) notActive() bool { return !c.Active() }
+
+// Handle answers a controller RPC (BrokerRegistration, BrokerHeartbeat,
+// AllocateProducerIds), or returns nil for another request. Each answers NOT_CONTROLLER
+// when this node is not the active controller.
+func (c *Controller) Handle(ctx context.Context, req kmsg.Request) kmsg.Response {
+	switch r := req.(type) {
+	case *kmsg.BrokerRegistrationRequest:
+		return c.RegisterBroker(ctx, r)
+	case *kmsg.BrokerHeartbeatRequest:
+		return c.Heartbeat(ctx, r)
+	case *kmsg.AllocateProducerIDsRequest:
+		return c.AllocateProducerIDs(ctx, r)
+	}
+	return nil
+}

@@ -1,0 +1,158 @@
+package controller
+
+import (
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/kmirror/kmirror/internal/metadata"
+)
+
+// image returns an image with the given brokers: ID → rack, "" for none; IDs in fenced
+// are fenced.
+func image(racks map[int32]string, fenced ...int32) *metadata.Image {
+	im := &metadata.Image{Brokers: map[int32]*metadata.BrokerRegistration{}, Topics: map[string]*metadata.Topic{}}
+	for id, r := range racks {
+		im.Brokers[id] = &metadata.BrokerRegistration{ID: id, Rack: r, Fenced: slices.Contains(fenced, id),
+			Endpoints: []metadata.Endpoint{{Name: "PLAINTEXT", Host: "h", Port: 1}}}
+	}
+	return im
+}
+
+func TestPlaceStripesLeadersOverBrokers(t *testing.T) {
+	im := image(map[int32]string{1: "", 2: "", 3: ""})
+	got, err := Place(im, 12, 1, nil, rand.New(rand.NewPCG(1, 2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := map[int32]int{}
+	for _, r := range got {
+		if len(r) != 1 {
+			t.Fatalf("replicas %v, want one", r)
+		}
+		count[r[0]]++
+	}
+	if count[1] != 4 || count[2] != 4 || count[3] != 4 {
+		t.Fatalf("12 partitions over 3 brokers: %v, want 4 each", count)
+	}
+}
+
+func TestPlaceRackAware(t *testing.T) {
+	im := image(map[int32]string{1: "a", 2: "a", 3: "b", 4: "b", 5: "c", 6: "c"})
+	got, err := Place(im, 30, 3, nil, rand.New(rand.NewPCG(3, 4)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaders := map[int32]int{}
+	for _, r := range got {
+		racks := map[string]bool{}
+		for _, id := range r {
+			racks[im.Brokers[id].Rack] = true
+		}
+		if len(racks) != 3 {
+			t.Fatalf("replicas %v span racks %v, want all three", r, racks)
+		}
+		leaders[r[0]]++
+	}
+	for id := int32(1); id <= 6; id++ {
+		if leaders[id] != 5 {
+			t.Fatalf("leaders per broker %v, want 5 each", leaders)
+		}
+	}
+}
+
+func TestPlaceNeverLeadsOnFencedBroker(t *testing.T) {
+	im := image(map[int32]string{1: "", 2: "", 3: ""}, 2)
+	got, err := Place(im, 20, 3, nil, rand.New(rand.NewPCG(5, 6)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range got {
+		if r[0] == 2 {
+			t.Fatalf("leader on the fenced broker: %v", r)
+		}
+		if len(r) != 3 || r[0] == r[1] || r[1] == r[2] || r[0] == r[2] {
+			t.Fatalf("replicas %v", r)
+		}
+	}
+}
+
+func TestPlaceContinuesAfterExistingPartitions(t *testing.T) {
+	im := image(map[int32]string{1: "", 2: "", 3: ""})
+	existing := []*metadata.PartitionRegistration{{Replicas: []int32{1}}, {Replicas: []int32{2}}}
+	for seed := uint64(0); seed < 20; seed++ {
+		got, err := Place(im, 1, 1, existing, rand.New(rand.NewPCG(seed, seed)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got[0][0] != 3 {
+			t.Fatalf("the partition after those led by 1 and 2 is led by %d, want 3", got[0][0])
+		}
+	}
+}
+
+func TestPlaceErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		im   *metadata.Image
+		rf   int16
+		want string
+	}{
+		{"too few brokers", image(map[int32]string{1: "", 2: ""}), 3, "The target replication factor of 3 cannot be reached because only 2 broker(s) are registered."},
+		{"all fenced", image(map[int32]string{1: ""}, 1), 1, "All brokers are currently fenced."},
+		{"no broker", image(nil), 1, "All brokers are currently fenced."},
+		{"zero", image(map[int32]string{1: ""}), 0, "must be positive"},
+	} {
+		_, err := Place(tc.im, 1, tc.rf, nil, rand.New(rand.NewPCG(1, 1)))
+		var rf *ErrInvalidReplicationFactor
+		if !errors.As(err, &rf) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestChangeElectsAsKafka(t *testing.T) {
+	im := image(map[int32]string{1: "", 2: "", 3: ""}, 3)
+	id := metadata.NewTopicID()
+	reg := &metadata.PartitionRegistration{Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 4}
+	if rec := change(im, id, 0, reg, reg.ISR, false); rec != nil {
+		t.Fatalf("a valid leader was changed: %+v", rec)
+	}
+	// Leader 1 leaves the ISR: 2 is the first ISR member in preferred order that may lead.
+	rec := change(im, id, 0, reg, []int32{2, 3}, false)
+	if rec == nil || *rec.Leader != 2 || rec.LeaderEpoch != 5 || !slices.Equal(rec.ISR, []int32{2, 3}) {
+		t.Fatalf("after the leader left the ISR: %+v", rec)
+	}
+	// Only the fenced broker 3 is in the ISR: no leader, unless unclean election is allowed.
+	rec = change(im, id, 0, reg, []int32{3}, false)
+	if rec == nil || *rec.Leader != metadata.NoLeader || rec.LeaderEpoch != 5 {
+		t.Fatalf("no live ISR member: %+v", rec)
+	}
+	reg = &metadata.PartitionRegistration{Replicas: []int32{1, 2, 3}, ISR: []int32{3}, Leader: 3, LeaderEpoch: 4}
+	rec = change(im, id, 0, reg, []int32{3}, true)
+	if rec == nil || *rec.Leader != 1 || !slices.Equal(rec.ISR, []int32{1}) || *rec.LeaderRecoveryState != metadata.LeaderRecovering {
+		t.Fatalf("unclean election: %+v", rec)
+	}
+}
+
+func TestLeavingKeepsTheLastISRMember(t *testing.T) {
+	im := image(map[int32]string{1: "", 2: ""}, 2)
+	id := metadata.NewTopicID()
+	im.Topics["t"] = &metadata.Topic{Name: "t", ID: id, Partitions: 2, Registrations: []*metadata.PartitionRegistration{
+		{Replicas: []int32{2}, ISR: []int32{2}, Leader: 2, LeaderEpoch: 7},
+		{Replicas: []int32{2, 1}, ISR: []int32{2, 1}, Leader: 2, LeaderEpoch: 3},
+	}}
+	recs := leaving(im, 2, func(*metadata.Topic) bool { return false })
+	if len(recs) != 2 {
+		t.Fatalf("records %+v", recs)
+	}
+	r0, r1 := recs[0].(metadata.PartitionChangeRecord), recs[1].(metadata.PartitionChangeRecord)
+	if *r0.Leader != metadata.NoLeader || r0.ISR != nil || r0.LeaderEpoch != 8 {
+		t.Fatalf("RF 1 partition of a fenced broker: %+v (want no leader, ISR kept)", r0)
+	}
+	if *r1.Leader != 1 || !slices.Equal(r1.ISR, []int32{1}) || r1.LeaderEpoch != 4 {
+		t.Fatalf("RF 2 partition: %+v", r1)
+	}
+}
