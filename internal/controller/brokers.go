@@ -33,7 +33,11 @@ var securityProtocols = map[int16]string{0: "PLAINTEXT", 1: "SSL", 2: "SASL_PLAI
 // loses its leaderships, as a fenced broker does.
 func (c *Controller) RegisterBroker(ctx context.Context, req *kmsg.BrokerRegistrationRequest) *kmsg.BrokerRegistrationResponse {
 	resp := req.ResponseKind().(*kmsg.BrokerRegistrationResponse)
-	failCode := func(code int16) *kmsg.BrokerRegistrationResponse { resp.ErrorCode = code; resp.BrokerEpoch = -1; return resp }
+	failCode := func(code int16) *kmsg.BrokerRegistrationResponse {
+		resp.ErrorCode = code
+		resp.BrokerEpoch = -1
+		return resp
+	}
 	fail := func(e *kerr.Error) *kmsg.BrokerRegistrationResponse { return failCode(e.Code) }
 	if c.notActive() {
 		return fail(kerr.NotController)
