@@ -24,4 +24,8 @@ var (
 	// while a request was reading it); the broker answers UNKNOWN_TOPIC_OR_PARTITION, as
 	// Kafka does for a partition that is no longer hosted.
 	ErrClosed = errors.New("storage: log is closed")
+	// ErrTopicIDMismatch is returned by Manager.Open when the partition directory's
+	// partition.metadata names another topic ID (a directory left by an earlier topic of
+	// the same name).
+	ErrTopicIDMismatch = errors.New("storage: partition directory belongs to another topic ID")
 )

@@ -134,6 +134,10 @@ func (l *Log) Changed() <-chan struct{} {
 	return l.changed
 }
 
+// Wake closes the Changed channel without a change to the log: the partition's role or
+// leader epoch changed, and waiters must re-check it.
+func (l *Log) Wake() { l.notify() }
+
 func (l *Log) notify() {
 	l.chMu.Lock()
 	if l.changed != nil {

@@ -106,7 +106,7 @@ func (m *Manager) Open(topic string, partition int32, topicID [16]byte, cfg Conf
 			return nil, fmt.Errorf("storage: %s: %w", metaPath, err)
 		}
 		if id != topicID {
-			return nil, fmt.Errorf("storage: %s holds topic ID %s, not %s", metaPath, encodeTopicID(id), encodeTopicID(topicID))
+			return nil, fmt.Errorf("storage: %s holds topic ID %s, not %s: %w", metaPath, encodeTopicID(id), encodeTopicID(topicID), ErrTopicIDMismatch)
 		}
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, err
@@ -161,6 +161,14 @@ func (m *Manager) Get(topic string, partition int32) *Log {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.logs[TopicPartition{topic, partition}]
+}
+
+// Has reports whether the log of tp is open or its directory exists.
+func (m *Manager) Has(tp TopicPartition) bool {
+	m.mu.Lock()
+	open := m.logs[tp] != nil
+	m.mu.Unlock()
+	return open || fileExists(m.partitionDir(tp))
 }
 
 // Delete closes the log of topic/partition and removes its directory (open or not).

@@ -1,0 +1,222 @@
+// Package partition holds the replicas this broker hosts: Partition, one replica between
+// the request handlers and its storage.Log (Apache Kafka's kafka.cluster.Partition), and
+// ReplicaManager, which applies metadata images to them (Kafka's ReplicaManager.applyDelta):
+// it opens the logs of partitions assigned to this broker, makes them leaders or followers
+// with the leader epoch and partition epoch of their registration, and deletes the logs of
+// partitions that left the broker. Every write to a partition — produce, coordinator
+// writes, transaction markers, mirror appends and truncations — goes through Partition,
+// which refuses it unless this broker is the leader. See ../shared/design/cluster.md §1.
+package partition
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/kmirror/kmirror/internal/metadata"
+	"github.com/kmirror/kmirror/internal/record"
+	"github.com/kmirror/kmirror/internal/storage"
+)
+
+// Errors of a partition's leader checks, mapped by the handlers to Kafka's codes.
+var (
+	// ErrNotLeader: this broker does not lead the partition (NOT_LEADER_OR_FOLLOWER).
+	ErrNotLeader = errors.New("NOT_LEADER_OR_FOLLOWER")
+	// ErrFencedLeaderEpoch: the request's leader epoch is older than the partition's
+	// (FENCED_LEADER_EPOCH).
+	ErrFencedLeaderEpoch = errors.New("FENCED_LEADER_EPOCH")
+	// ErrUnknownLeaderEpoch: the request's leader epoch is newer than the partition's
+	// (UNKNOWN_LEADER_EPOCH: this broker has not seen that metadata yet).
+	ErrUnknownLeaderEpoch = errors.New("UNKNOWN_LEADER_EPOCH")
+)
+
+// Partition is one replica of a partition hosted on this broker: its log and its role
+// from the partition's registration in the metadata (leader, replicas, ISR, leader epoch,
+// partition epoch). Reads take the log (Log); writes go through the Append*/Truncate*
+// methods, which hold the role steady while they run (Kafka's leaderIsrUpdateLock).
+type Partition struct {
+	topic   string
+	index   int32
+	topicID metadata.TopicID
+	nodeID  int32
+	log     *storage.Log
+
+	mu      sync.RWMutex                                  // writes hold R; role changes hold W
+	reg     atomic.Pointer[metadata.PartitionRegistration] // the registration applied last
+	leading atomic.Bool                                    // reg.Leader is this broker
+}
+
+func newPartition(topic string, index int32, id metadata.TopicID, nodeID int32, l *storage.Log) *Partition {
+	return &Partition{topic: topic, index: index, topicID: id, nodeID: nodeID, log: l}
+}
+
+// Topic is the topic name.
+func (p *Partition) Topic() string { return p.topic }
+
+// Index is the partition index.
+func (p *Partition) Index() int32 { return p.index }
+
+// TopicID is the topic ID.
+func (p *Partition) TopicID() metadata.TopicID { return p.topicID }
+
+// Log is the local log, for reads (fetch, offsets, epochs, producer state). Writes go
+// through the Partition.
+func (p *Partition) Log() *storage.Log { return p.log }
+
+// String is topic-partition.
+func (p *Partition) String() string { return fmt.Sprintf("%s-%d", p.topic, p.index) }
+
+// Registration is the partition's registration as last applied; nil before the first.
+func (p *Partition) Registration() *metadata.PartitionRegistration { return p.reg.Load() }
+
+// IsLeader reports whether this broker leads the partition.
+func (p *Partition) IsLeader() bool { return p.leading.Load() }
+
+// LeaderEpoch is the partition's leader epoch: the registration's (assigned by the
+// controller), or the log's when a local truncation fence raised it above the
+// registration until the controller's bump arrives (storage Log.TruncateToFenced).
+func (p *Partition) LeaderEpoch() int32 {
+	e := p.log.LeaderEpoch()
+	if r := p.reg.Load(); r != nil && r.LeaderEpoch > e {
+		return r.LeaderEpoch
+	}
+	return e
+}
+
+// CheckLeader returns nil when this broker leads the partition and currentLeaderEpoch
+// (−1: not given) matches its leader epoch; else ErrNotLeader, ErrFencedLeaderEpoch or
+// ErrUnknownLeaderEpoch (Kafka's Partition.checkCurrentLeaderEpoch).
+func (p *Partition) CheckLeader(currentLeaderEpoch int32) error {
+	if !p.leading.Load() {
+		return ErrNotLeader
+	}
+	return checkEpoch(currentLeaderEpoch, p.LeaderEpoch())
+}
+
+func checkEpoch(requested, current int32) error {
+	switch {
+	case requested < 0 || requested == current:
+		return nil
+	case requested < current:
+		return ErrFencedLeaderEpoch
+	default:
+		return ErrUnknownLeaderEpoch
+	}
+}
+
+// write runs fn while this broker is the leader, the role held steady; ErrNotLeader
+// otherwise.
+func (p *Partition) write(fn func() error) error {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if !p.leading.Load() {
+		return ErrNotLeader
+	}
+	return fn()
+}
+
+// AppendAsLeader appends a validated client batch with the partition's leader epoch
+// (storage Log.AppendAsLeader; logAppendTimeMs −1 keeps CreateTime). Errors: ErrNotLeader
+// and the log's.
+func (p *Partition) AppendAsLeader(b record.Batch, logAppendTimeMs int64) (info storage.AppendInfo, err error) {
+	err = p.write(func() error {
+		info, err = p.log.AppendAsLeader(b, p.LeaderEpoch(), logAppendTimeMs)
+		return err
+	})
+	return info, err
+}
+
+// AppendRecordsAsLeader appends recs in one uncompressed batch without a producer (the
+// coordinators' writes to __consumer_offsets, __transaction_state and __mirror_state)
+// and returns its first offset.
+func (p *Partition) AppendRecordsAsLeader(recs []record.KV, timestampMs int64) (int64, error) {
+	b := record.Build(record.BatchHeader{ProducerID: record.NoProducerID, ProducerEpoch: -1, BaseSequence: record.NoSequence, Timestamp: timestampMs}, recs)
+	info, err := p.AppendAsLeader(b, -1)
+	if err != nil {
+		return -1, err
+	}
+	return info.FirstOffset, nil
+}
+
+// AppendControlAsLeader appends a control batch (a transaction marker or
+// MIRROR_PID_RESET) with the partition's leader epoch.
+func (p *Partition) AppendControlAsLeader(b record.Batch) (info storage.AppendInfo, err error) {
+	err = p.write(func() error {
+		info, err = p.log.AppendControlAsLeader(b, p.LeaderEpoch())
+		return err
+	})
+	return info, err
+}
+
+// AppendMirrored appends record batches fetched from a mirror's source, bytes and
+// offsets kept (storage Log.AppendAsFollowerVerified: the fetcher has checked their
+// CRCs). Only the leader of a mirror partition appends them (spec section 3).
+func (p *Partition) AppendMirrored(batches []byte) (info storage.AppendInfo, err error) {
+	err = p.write(func() error {
+		info, err = p.log.AppendAsFollowerVerified(batches)
+		return err
+	})
+	return info, err
+}
+
+// TruncateTo truncates the log to offset (mirror LOG_ALIGNMENT, spec section 4).
+func (p *Partition) TruncateTo(offset int64) error {
+	return p.write(func() error { return p.log.TruncateTo(offset) })
+}
+
+// TruncateToFenced truncates the log to offset and, when records go, raises the leader
+// epoch by one in the same step for readers (storage Log.TruncateToFenced); the caller
+// asks the controller to bump the registration's epoch to LeaderEpoch after it.
+func (p *Partition) TruncateToFenced(offset int64) error {
+	return p.write(func() error { return p.log.TruncateToFenced(offset) })
+}
+
+// TruncateFullyAndStartAt empties the log and restarts it at offset (a mirror whose
+// position fell below the source's log start).
+func (p *Partition) TruncateFullyAndStartAt(offset int64) error {
+	return p.write(func() error { return p.log.TruncateFullyAndStartAt(offset) })
+}
+
+// AdvanceLogStartOffset moves the log start offset forward (DeleteRecords, the source's
+// log start of a mirror partition).
+func (p *Partition) AdvanceLogStartOffset(offset int64) error {
+	return p.write(func() error { return p.log.AdvanceLogStartOffset(offset) })
+}
+
+// HighWatermarkAndLSO are the high watermark and the last stable offset: with this broker
+// the only replica the partition has, the HW is the LEO.
+func (p *Partition) HighWatermarkAndLSO() (hw, lso int64) { return p.log.HighWatermarkAndLSO() }
+
+// become applies a registration: the leader role when reg.Leader is this broker (Kafka's
+// Partition.makeLeader), the follower role otherwise (makeFollower). A new leader epoch
+// above every epoch in the log is recorded where it starts, at the LEO (Kafka's
+// maybeAssignEpochStartOffset; a fence in storage, since the leader-epoch cache of a
+// mirror partition holds only batch epochs). It reports whether the role or the leader
+// epoch changed.
+func (p *Partition) become(reg *metadata.PartitionRegistration) (changed bool, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	old := p.reg.Load()
+	leading := reg.Leader == p.nodeID
+	if leading && reg.LeaderEpoch > p.log.LeaderEpoch() {
+		if err := p.log.RaiseLeaderEpoch(reg.LeaderEpoch); err != nil {
+			return false, fmt.Errorf("%s: recording leader epoch %d: %w", p, reg.LeaderEpoch, err)
+		}
+	}
+	p.reg.Store(reg)
+	changed = old == nil || leading != p.leading.Load() || old.LeaderEpoch != reg.LeaderEpoch
+	p.leading.Store(leading)
+	if changed {
+		p.log.Wake() // parked fetches and produces re-check the role
+	}
+	return changed, nil
+}
+
+// stop resigns whatever role the partition had (deleted, or moved off this broker).
+func (p *Partition) stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.leading.Store(false)
+	p.log.Wake()
+}
