@@ -42,7 +42,7 @@ type Partition struct {
 	nodeID  int32
 	log     *storage.Log
 
-	mu      sync.RWMutex                                  // writes hold R; role changes hold W
+	mu      sync.RWMutex                                   // writes hold R; role changes hold W
 	reg     atomic.Pointer[metadata.PartitionRegistration] // the registration applied last
 	leading atomic.Bool                                    // reg.Leader is this broker
 }
