@@ -1,13 +1,14 @@
 // Package broker holds kmirror's request handlers, one file per API (each file's header
-// names the versions served), over the broker's state: the metadata image, the partition
-// logs, the group coordinator and the mirror manager. It follows Apache Kafka's
-// KafkaApis/ReplicaManager for a single node: this broker leads every partition, its ISR
-// is itself, and the high watermark equals the log end offset.
+// names the versions served), over the broker's state: the metadata image, the hosted
+// partitions (internal/partition's ReplicaManager), the group and transaction
+// coordinators and the mirror manager. It follows Apache Kafka's BrokerServer and
+// KafkaApis: requests for a partition this broker does not lead are answered
+// NOT_LEADER_OR_FOLLOWER, and the broker registers and heartbeats with the active
+// controller (lifecycle.go).
 package broker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -21,9 +22,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/internal/config"
+	"github.com/kmirror/kmirror/internal/controller"
 	"github.com/kmirror/kmirror/internal/group"
 	"github.com/kmirror/kmirror/internal/metadata"
 	"github.com/kmirror/kmirror/internal/mirrorproto"
+	"github.com/kmirror/kmirror/internal/partition"
 	"github.com/kmirror/kmirror/internal/storage"
 	"github.com/kmirror/kmirror/internal/txn"
 	"github.com/kmirror/kmirror/internal/wire"
@@ -36,18 +39,28 @@ const OffsetsTopic = "__consumer_offsets"
 // as in Kafka's KRaft layout; it is not a partition log.
 const metadataTopic = "__cluster_metadata"
 
+// startTimeout bounds the broker's start-up steps that wait for the controller
+// (registration, unfencing).
+const startTimeout = 30 * time.Second
+
 // Broker is one kmirror broker.
 type Broker struct {
-	cfg      *config.Values
-	nodeID   int32
-	host     string
-	port     int32
-	logger   *slog.Logger
-	dataDir  string
-	listener net.Listener
+	cfg       *config.Values
+	nodeID    int32
+	host      string
+	port      int32
+	rack      string
+	endpoints []metadata.Endpoint // advertised listeners, as registered
+	logger    *slog.Logger
+	dataDir   string
+	listener  net.Listener
 
 	meta       *metadata.Controller
+	ctrl       *controller.Controller
+	channel    controllerChannel
+	life       *lifecycle
 	logs       *storage.Manager
+	rm         *partition.ReplicaManager
 	groups     *group.Coordinator
 	txns       *txn.Coordinator
 	mirrors    Mirrors
@@ -58,36 +71,19 @@ type Broker struct {
 	sessionsOnce sync.Once
 	sessions     *fetchSessionCache // fetch sessions (KIP-227), created on first Fetch
 
-	mu     sync.RWMutex
-	topics map[string]*topicState // open partition logs by topic name
-
 	ctx    context.Context
 	cancel context.CancelFunc
 	bg     sync.WaitGroup
 }
 
-// topicState is the set of open logs of one topic in the current image.
-type topicState struct {
-	meta *metadata.Topic
-	logs []*storage.Log
-}
-
-// log returns the log of partition p, nil when ts is nil or p is not a partition of it.
-func (ts *topicState) log(p int32) *storage.Log {
-	if ts == nil || p < 0 || int(p) >= len(ts.logs) {
-		return nil
-	}
-	return ts.logs[p]
-}
-
 // New validates cfg (server.properties keys with Kafka's names), creates or reads
-// meta.properties, opens the metadata log and every partition log (recovering them),
-// loads the group coordinator and starts the mirror manager. It does not accept
-// connections until Serve.
+// meta.properties, opens the metadata log and the partition logs (recovering them),
+// starts the controller, registers with it and waits to be unfenced, loads the group
+// coordinator and starts the mirror manager. It does not accept connections until Serve.
 //
 // newMirrors builds the cluster mirroring service; nil runs a broker without it.
 func New(cfg *config.Values, logger *slog.Logger, newMirrors NewMirrorsFunc) (*Broker, error) {
-	b := &Broker{cfg: cfg, logger: logger, topics: map[string]*topicState{}, newMirrors: newMirrors}
+	b := &Broker{cfg: cfg, logger: logger, newMirrors: newMirrors}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.nodeID = cfg.Int32("node.id")
 	b.dataDir = cfg.String("log.dirs")
@@ -108,6 +104,7 @@ func New(cfg *config.Values, logger *slog.Logger, newMirrors NewMirrorsFunc) (*B
 	started := false
 	defer func() {
 		if !started {
+			b.close()
 			b.listener.Close()
 		}
 	}()
@@ -132,30 +129,104 @@ func New(cfg *config.Values, logger *slog.Logger, newMirrors NewMirrorsFunc) (*B
 	if err != nil {
 		return nil, fmt.Errorf("opening the metadata log: %w", err)
 	}
-	b.logs, err = storage.OpenManager(b.dataDir, logger)
-	if err != nil {
-		b.meta.Close()
-		return nil, err
-	}
-	b.pids, err = openProducerIDs(filepath.Join(b.dataDir, "producer-id-block"))
-	if err != nil {
-		b.close()
-		return nil, err
-	}
-	if err := b.reconcile(); err != nil {
-		b.close()
+	if b.logs, err = storage.OpenManager(b.dataDir, logger); err != nil {
 		return nil, err
 	}
 	b.setupServer(advAddr)
 	if b.port == 0 { // listeners on port 0: advertise the port the kernel chose
 		b.port = int32(b.listener.Addr().(*net.TCPAddr).Port)
 	}
+	b.endpoints = []metadata.Endpoint{{Name: "PLAINTEXT", Host: b.host, Port: b.port, SecurityProtocol: "PLAINTEXT"}}
+	if err := b.startReplicas(); err != nil {
+		return nil, err
+	}
+	b.ctrl = controller.New(b.meta, controller.Options{
+		NodeID:          b.nodeID,
+		SessionTimeout:  time.Duration(cfg.Int64("broker.session.timeout.ms")) * time.Millisecond,
+		Combined:        true,
+		AdoptUnassigned: true,
+		AdoptEpoch:      b.adoptEpoch,
+		Logger:          logger,
+	})
+	b.goBackground(func() { b.ctrl.Run(b.ctx) })
+	b.channel = localChannel{b.ctrl}
+	if b.pids, err = openProducerIDs(b, filepath.Join(b.dataDir, "producer-id-block")); err != nil {
+		return nil, err
+	}
+	if err := b.joinCluster(); err != nil {
+		return nil, err
+	}
 	if err := b.startCoordinators(); err != nil {
-		b.close()
 		return nil, err
 	}
 	started = true
 	return b, nil
+}
+
+// startReplicas deletes stray logs, opens the partitions the image gives this broker and
+// follows every later image (ReplicaManager.Apply).
+func (b *Broker) startReplicas() error {
+	b.rm = partition.NewReplicaManager(partition.Options{
+		NodeID: b.nodeID, Logs: b.logs, Config: b.storageConfig, OnChange: b.onLeadershipChange, Logger: b.logger,
+	})
+	im := b.meta.Image()
+	if err := b.rm.DeleteStray(im, func(topic string) bool { return topic == metadataTopic }); err != nil {
+		return err
+	}
+	if err := b.rm.Apply(im); err != nil {
+		b.logger.Error("opening partition logs", "err", err)
+	}
+	sub := b.meta.Subscribe()
+	b.goBackground(func() {
+		for {
+			select {
+			case <-b.ctx.Done():
+				return
+			case _, ok := <-sub:
+				if !ok {
+					return
+				}
+				if err := b.rm.Apply(b.meta.Image()); err != nil {
+					b.logger.Error("applying metadata to the partitions", "err", err)
+				}
+			}
+		}
+	})
+	return nil
+}
+
+// adoptEpoch is the leader epoch a partition from a release before clusters keeps when
+// the controller assigns it to this broker: its log's (batch epochs and raises).
+func (b *Broker) adoptEpoch(topic string, p int32) int32 {
+	if part := b.rm.Get(topic, p); part != nil {
+		return part.Log().LeaderEpoch()
+	}
+	return 0
+}
+
+// joinCluster registers with the controller, waits to be unfenced and heartbeats from
+// then on.
+func (b *Broker) joinCluster() error {
+	b.life = newLifecycle(b, time.Duration(b.cfg.Int64("broker.heartbeat.interval.ms"))*time.Millisecond)
+	ctx, cancel := context.WithTimeout(b.ctx, startTimeout)
+	defer cancel()
+	if err := b.life.register(ctx); err != nil {
+		return err
+	}
+	if err := b.life.awaitUnfenced(ctx); err != nil {
+		return err
+	}
+	b.goBackground(func() { b.life.run(b.ctx) })
+	return nil
+}
+
+// onLeadershipChange tells the coordinators which of their partitions this broker leads
+// now (Kafka's KafkaApis.onLeadershipChange).
+func (b *Broker) onLeadershipChange(partition.Change) {}
+
+func (b *Broker) goBackground(fn func()) {
+	b.bg.Add(1)
+	go func() { defer b.bg.Done(); fn() }()
 }
 
 // setupServer prepares the wire server and the advertised address.
@@ -195,23 +266,18 @@ func (b *Broker) Addr() string { return net.JoinHostPort(b.host, strconv.Itoa(in
 
 // Serve accepts connections on the listener New bound, until Shutdown.
 func (b *Broker) Serve() error {
-	b.bg.Add(1)
-	go func() {
-		defer b.bg.Done()
+	b.goBackground(func() {
 		b.logs.RunBackground(b.ctx, b.cfg.Int64("log.retention.check.interval.ms"), 1000)
-	}()
+	})
 	if b.cfg.Bool("log.cleaner.enable") {
-		b.bg.Add(1)
-		go func() { defer b.bg.Done(); b.logs.RunCleaner(b.ctx, b.cfg.Int64("log.cleaner.backoff.ms")) }()
+		b.goBackground(func() { b.logs.RunCleaner(b.ctx, b.cfg.Int64("log.cleaner.backoff.ms")) })
 	}
-	b.bg.Add(1)
-	go func() { defer b.bg.Done(); b.watchMetadata() }()
 	b.logger.Info("kmirror broker serving", "node.id", b.nodeID, "listener", b.listener.Addr().String(), "advertised", b.Addr(), "cluster.id", b.meta.Image().ClusterID, "log.dirs", b.dataDir)
 	return b.server.Serve(b.listener)
 }
 
 // Shutdown answers in-flight requests, stops the mirror fetchers and the coordinators,
-// flushes every log and writes the checkpoints (Kafka's controlled shutdown, single node).
+// flushes every log and writes the checkpoints (Kafka's controlled shutdown).
 func (b *Broker) Shutdown(ctx context.Context) {
 	if b.server != nil {
 		b.server.Shutdown(ctx)
@@ -231,10 +297,16 @@ func (b *Broker) close() {
 		b.groups.Close()
 	}
 	b.bg.Wait()
+	if b.rm != nil {
+		b.rm.Stop()
+	}
 	if b.logs != nil {
 		if err := b.logs.Close(); err != nil {
 			b.logger.Error("closing logs", "err", err)
 		}
+	}
+	if b.channel != nil {
+		b.channel.Close()
 	}
 	if b.meta != nil {
 		b.meta.Close()
@@ -337,154 +409,50 @@ func (b *Broker) Groups() *group.Coordinator { return b.groups }
 // wired by mirror.ForBroker), nil for a broker without it. Set before New returns.
 func (b *Broker) MirrorService() Mirrors { return b.mirrors }
 
-// errUnknownTopicOrPartition is returned by Log for a topic partition not in the image.
-var errUnknownTopicOrPartition = errors.New("UNKNOWN_TOPIC_OR_PARTITION")
-
-// Log returns the open log of topic/partition (mirror.Local). Logs are opened when the
-// metadata image gains the topic; this waits up to 5 s for that.
-func (b *Broker) Log(topic string, partition int32) (*storage.Log, error) {
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if l := b.partitionLog(topic, partition); l != nil {
-			return l, nil
-		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("%s-%d: %w", topic, partition, errUnknownTopicOrPartition)
-		}
-		if err := b.reconcile(); err != nil {
-			return nil, err
-		}
-		if l := b.partitionLog(topic, partition); l != nil {
-			return l, nil
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// partitionLog returns the open log or nil.
-func (b *Broker) partitionLog(topic string, partition int32) *storage.Log {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	return b.topics[topic].log(partition)
-}
-
-// topicState returns the open state of a topic or nil.
-func (b *Broker) topicState(topic string) *topicState {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	return b.topics[topic]
-}
-
-// topicByID returns the open state of the topic with id or nil.
-func (b *Broker) topicByID(id [16]byte) *topicState {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	for _, ts := range b.topics {
-		if ts.meta.ID == id {
-			return ts
-		}
-	}
-	return nil
-}
-
-// watchMetadata reconciles the open logs with every new metadata image.
-func (b *Broker) watchMetadata() {
-	ch := b.meta.Subscribe()
-	for {
-		select {
-		case <-b.ctx.Done():
-			return
-		case <-ch:
-			if err := b.reconcile(); err != nil {
-				b.logger.Error("applying metadata to the logs", "err", err)
-			}
-		}
-	}
-}
-
-// reconcile opens logs of topics and partitions in the image, applies topic configs,
-// and deletes logs of topics that left the image (Kafka's ReplicaManager applying a
-// metadata delta). Safe to call concurrently.
-func (b *Broker) reconcile() error {
-	im := b.meta.Image()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for name, t := range im.Topics {
-		ts := b.topics[name]
-		if ts != nil && ts.meta.ID != t.ID {
-			b.deleteTopicLogsLocked(name, ts)
-			ts = nil
-		}
-		if ts == nil {
-			ts = &topicState{}
-			b.topics[name] = ts
-		} else if ts.meta != t || int32(len(ts.logs)) < t.Partitions {
-			// copy on write: request handlers read a topicState without b.mu
-			ts = &topicState{meta: ts.meta, logs: append([]*storage.Log(nil), ts.logs...)}
-			b.topics[name] = ts
-		}
-		cfg := b.storageConfig(t)
-		for p := int32(len(ts.logs)); p < t.Partitions; p++ {
-			l, err := b.logs.Open(name, p, t.ID, cfg)
-			if err != nil {
-				return fmt.Errorf("opening %s-%d: %w", name, p, err)
-			}
-			ts.logs = append(ts.logs, l)
-		}
-		if ts.meta == nil || !sameConfigs(ts.meta.Configs, t.Configs) {
-			for _, l := range ts.logs {
-				l.SetConfig(cfg)
-			}
-		}
-		if ts.meta != t { // an unchanged topicState is shared with readers: no write
-			ts.meta = t
-		}
-	}
-	for name, ts := range b.topics {
-		if _, ok := im.Topics[name]; !ok {
-			b.deleteTopicLogsLocked(name, ts)
-		}
-	}
-	// Partition directories on disk that no image topic owns (a topic deleted while
-	// the broker was down) are removed, as Kafka's LogManager does at start-up.
-	existing, err := b.logs.Existing()
+// Log returns the log of topic/partition once this broker leads it (mirror.Local, the
+// coordinators), waiting up to 5 s for the image that makes it leader.
+func (b *Broker) Log(topic string, p int32) (*storage.Log, error) {
+	part, err := b.Partition(topic, p)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	for _, tp := range existing {
-		if tp.Topic == metadataTopic {
-			continue
-		}
-		t, ok := im.Topics[tp.Topic]
-		if !ok || tp.Partition >= t.Partitions {
-			b.logger.Info("deleting the log of a topic partition not in the metadata", "topic", tp.Topic, "partition", tp.Partition)
-			if err := b.logs.Delete(tp.Topic, tp.Partition); err != nil {
-				b.logger.Warn("deleting log", "topic", tp.Topic, "partition", tp.Partition, "err", err)
-			}
-		}
-	}
-	return nil
+	return part.Log(), nil
 }
 
-func (b *Broker) deleteTopicLogsLocked(name string, ts *topicState) {
-	for p := range ts.logs {
-		if err := b.logs.Delete(name, int32(p)); err != nil {
-			b.logger.Warn("deleting log", "topic", name, "partition", p, "err", err)
-		}
+// Partition returns topic/partition once this broker leads it, waiting up to 5 s for the
+// image that makes it leader. Errors: partition.ErrUnknownTopicOrPartition,
+// partition.ErrNotLeader (wrapped with the partition's name).
+func (b *Broker) Partition(topic string, p int32) (*partition.Partition, error) {
+	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+	defer cancel()
+	part, err := b.rm.AwaitLeader(ctx, topic, p)
+	if err != nil {
+		return nil, fmt.Errorf("%s-%d: %w", topic, p, err)
 	}
-	delete(b.topics, name)
+	return part, nil
 }
 
-func sameConfigs(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
+// leader returns the partition this broker leads, with the handlers' errors:
+// partition.ErrUnknownTopicOrPartition or partition.ErrNotLeader.
+func (b *Broker) leader(topic string, p int32) (*partition.Partition, error) {
+	return b.rm.Leader(topic, p)
+}
+
+// leaderByID is leader for a topic given by topic ID.
+func (b *Broker) leaderByID(id [16]byte, p int32) (*partition.Partition, error) {
+	t := b.rm.Image().TopicsByID[id]
+	if t == nil {
+		return nil, partition.ErrUnknownTopicOrPartition
 	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
+	return b.rm.Leader(t.Name, p)
+}
+
+// applyNow applies the latest image to the hosted partitions at once (after this broker
+// wrote a metadata change it is about to use).
+func (b *Broker) applyNow() {
+	if err := b.rm.Apply(b.meta.Image()); err != nil {
+		b.logger.Error("applying metadata to the partitions", "err", err)
 	}
-	return true
 }
 
 // hostOf is the IP of a remote address.

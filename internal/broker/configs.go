@@ -349,9 +349,7 @@ func (b *Broker) applyConfigOps(ctx context.Context, rt int8, resource string, o
 		return kerr.UnknownServerError, err.Error()
 	}
 	if rt == resourceTopic {
-		if err := b.reconcile(); err != nil {
-			return kerr.KafkaStorageError, err.Error()
-		}
+		b.applyNow()
 	}
 	return nil, ""
 }

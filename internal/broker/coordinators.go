@@ -28,7 +28,7 @@ import (
 func (b *Broker) startCoordinators() error {
 	n := b.cfg.Int32("offsets.topic.num.partitions")
 	if _, ok := b.meta.Image().Topics[OffsetsTopic]; !ok {
-		if _, err := b.createTopic(b.ctx, OffsetsTopic, metadata.NewTopicID(), n, map[string]string{
+		if _, err := b.createTopic(b.ctx, OffsetsTopic, metadata.NewTopicID(), n, internalReplicationFactor, map[string]string{
 			"cleanup.policy": "compact", "segment.bytes": strconv.Itoa(int(b.cfg.Int32("offsets.topic.segment.bytes"))),
 		}, nil); err != nil {
 			return fmt.Errorf("creating %s: %w", OffsetsTopic, err)
@@ -69,6 +69,11 @@ func (b *Broker) startCoordinators() error {
 	}
 	return b.startTxnCoordinator()
 }
+
+// internalReplicationFactor is the replication factor of the internal topics (Kafka's
+// offsets.topic.replication.factor and transaction.state.log.replication.factor
+// defaults), capped at what kmirror places (maxReplicationFactor).
+const internalReplicationFactor = 3
 
 // Mirrors is the cluster mirroring service as the broker's handlers use it
 // (implemented by internal/mirror's Manager; wired by cmd/kmirror so that the broker

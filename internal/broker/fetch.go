@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/partition"
 	"github.com/kmirror/kmirror/internal/storage"
 )
 
@@ -63,17 +64,14 @@ func (b *Broker) fetchLongPoll(ctx context.Context, req *kmsg.FetchRequest, d *f
 }
 
 // fetchWaitChannels collects the change notifications of the requested partitions,
-// taken before reading so that no append between read and wait is missed.
+// taken before reading so that no append between read and wait is missed, and the
+// replica manager's, so that a leadership change wakes the wait too.
 func (b *Broker) fetchWaitChannels(req *kmsg.FetchRequest) []<-chan struct{} {
-	var chans []<-chan struct{}
+	chans := []<-chan struct{}{b.rm.Changed()}
 	for _, rt := range req.Topics {
-		ts := b.fetchTopic(req.Version, rt)
-		if ts == nil {
-			continue
-		}
 		for _, rp := range rt.Partitions {
-			if l := ts.log(rp.Partition); l != nil {
-				chans = append(chans, l.Changed())
+			if part, err := b.fetchPartitionOf(req.Version, rt, rp.Partition); err == nil {
+				chans = append(chans, part.Log().Changed())
 			}
 		}
 	}
@@ -119,11 +117,13 @@ func waitAny(ctx context.Context, chans []<-chan struct{}, timeout time.Duration
 	}
 }
 
-func (b *Broker) fetchTopic(version int16, rt kmsg.FetchRequestTopic) *topicState {
+// fetchPartitionOf returns the partition a fetch names (by topic ID from v13) when this
+// broker leads it.
+func (b *Broker) fetchPartitionOf(version int16, rt kmsg.FetchRequestTopic, p int32) (*partition.Partition, error) {
 	if version >= 13 {
-		return b.topicByID(rt.TopicID)
+		return b.leaderByID(rt.TopicID, p)
 	}
-	return b.topicState(rt.Topic)
+	return b.leader(rt.Topic, p)
 }
 
 // fetchOnce reads every requested partition once. It returns the response, the number
@@ -141,26 +141,34 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest, d *fetchData) (*kmsg.FetchRes
 	for _, rt := range req.Topics {
 		st := kmsg.NewFetchResponseTopic()
 		st.Topic, st.TopicID = rt.Topic, rt.TopicID
-		ts := b.fetchTopic(req.Version, rt)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewFetchResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
 			// Records are never null on the wire: librdkafka rejects a size of -1.
 			sp.RecordBatches = []byte{}
-			l := ts.log(rp.Partition)
-			if l == nil {
-				if ts == nil && req.Version >= 13 {
+			part, err := b.fetchPartitionOf(req.Version, rt, rp.Partition)
+			if err != nil {
+				switch {
+				case req.Version >= 13 && errors.Is(err, partition.ErrUnknownTopicOrPartition) && b.rm.Image().TopicsByID[rt.TopicID] == nil:
 					sp.ErrorCode = kerr.UnknownTopicID.Code
-				} else {
-					sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				default:
+					sp.ErrorCode = partitionError(err).Code
+				}
+				if errors.Is(err, partition.ErrNotLeader) && req.Version >= 12 {
+					name := rt.Topic
+					if req.Version >= 13 {
+						name = b.rm.Image().TopicsByID[rt.TopicID].Name
+					}
+					sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = b.currentLeader(name, rp.Partition)
+					b.addFetchLeader(resp, sp.CurrentLeader.LeaderID)
 				}
 				anyError = true
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
 			k := rangeKey{rt.Topic, rt.TopicID, rp.Partition}
-			n, stop := b.fetchPartition(l, d, k, rp, readCommitted, maxBytes-total, total == 0, &sp)
+			n, stop := b.fetchPartition(part, d, k, rp, readCommitted, maxBytes-total, total == 0, &sp)
 			total += n
 			anyError = anyError || stop
 			st.Partitions = append(st.Partitions, sp)
@@ -174,19 +182,13 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest, d *fetchData) (*kmsg.FetchRes
 // whether the partition must be answered at once (error or diverging epoch). The
 // records are kept in d as a file range under k (read into a buffer when k has one
 // already: a partition listed twice).
-func (b *Broker) fetchPartition(l *storage.Log, d *fetchData, k rangeKey, rp kmsg.FetchRequestTopicPartition, readCommitted bool, budget int, first bool, sp *kmsg.FetchResponseTopicPartition) (int, bool) {
-	epoch := l.LeaderEpoch()
-	hw, lso := l.HighWatermarkAndLSO()
+func (b *Broker) fetchPartition(part *partition.Partition, d *fetchData, k rangeKey, rp kmsg.FetchRequestTopicPartition, readCommitted bool, budget int, first bool, sp *kmsg.FetchResponseTopicPartition) (int, bool) {
+	l := part.Log()
+	hw, lso := part.HighWatermarkAndLSO()
 	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = hw, lso, l.LogStartOffset()
-	if rp.CurrentLeaderEpoch >= 0 {
-		if rp.CurrentLeaderEpoch < epoch {
-			sp.ErrorCode = kerr.FencedLeaderEpoch.Code
-			return 0, true
-		}
-		if rp.CurrentLeaderEpoch > epoch {
-			sp.ErrorCode = kerr.UnknownLeaderEpoch.Code
-			return 0, true
-		}
+	if err := part.CheckLeader(rp.CurrentLeaderEpoch); err != nil {
+		sp.ErrorCode = partitionError(err).Code
+		return 0, true
 	}
 	if rp.LastFetchedEpoch >= 0 {
 		e, end := l.EndOffsetForEpoch(rp.LastFetchedEpoch)
@@ -215,7 +217,7 @@ func (b *Broker) fetchPartition(l *storage.Log, d *fetchData, k rangeKey, rp kms
 	}
 	if err != nil {
 		switch {
-		case errors.Is(err, storage.ErrOffsetOutOfRange) && rp.CurrentLeaderEpoch >= 0 && rp.CurrentLeaderEpoch < l.LeaderEpoch():
+		case errors.Is(err, storage.ErrOffsetOutOfRange) && rp.CurrentLeaderEpoch >= 0 && rp.CurrentLeaderEpoch < part.LeaderEpoch():
 			// truncated (and fenced, storage TruncateToFenced) since the check above:
 			// the consumer validates its position instead of resetting it
 			sp.ErrorCode = kerr.FencedLeaderEpoch.Code
@@ -238,4 +240,26 @@ func (b *Broker) fetchPartition(l *storage.Log, d *fetchData, k rangeKey, rp kms
 		}
 	}
 	return int(r.Len), false
+}
+
+// addFetchLeader adds leader id's endpoint to a Fetch v16+ response (KIP-951
+// NodeEndpoints), once.
+func (b *Broker) addFetchLeader(resp *kmsg.FetchResponse, id int32) {
+	if id < 0 || resp.Version < 16 {
+		return
+	}
+	for _, br := range resp.Brokers {
+		if br.NodeID == id {
+			return
+		}
+	}
+	im := b.rm.Image()
+	if e, ok := b.endpointOf(im, id); ok {
+		br := kmsg.NewFetchResponseBroker()
+		br.NodeID, br.Host, br.Port = id, e.Host, e.Port
+		if r := im.Brokers[id].Rack; r != "" {
+			br.Rack = strp(r)
+		}
+		resp.Brokers = append(resp.Brokers, br)
+	}
 }

@@ -27,29 +27,23 @@ func (b *Broker) handleListOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
 	for _, rt := range req.Topics {
 		st := kmsg.NewListOffsetsResponseTopic()
 		st.Topic = rt.Topic
-		ts := b.topicState(rt.Topic)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, -1
-			l := ts.log(rp.Partition)
-			if l == nil {
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			part, err := b.leader(rt.Topic, rp.Partition)
+			if err == nil {
+				err = part.CheckLeader(rp.CurrentLeaderEpoch)
+			}
+			if err != nil {
+				sp.ErrorCode = partitionError(err).Code
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
-			epoch := l.LeaderEpoch()
-			if rp.CurrentLeaderEpoch >= 0 && rp.CurrentLeaderEpoch != epoch {
-				sp.ErrorCode = kerr.FencedLeaderEpoch.Code
-				if rp.CurrentLeaderEpoch > epoch {
-					sp.ErrorCode = kerr.UnknownLeaderEpoch.Code
-				}
-				st.Partitions = append(st.Partitions, sp)
-				continue
-			}
+			l, epoch := part.Log(), part.LeaderEpoch()
 			// Kafka's Partition.fetchOffsetForTimestamp: a consumer sees nothing at or
 			// past its last fetchable offset (the LSO for read_committed, else the HW).
-			lastFetchable, lso := l.HighWatermarkAndLSO()
+			lastFetchable, lso := part.HighWatermarkAndLSO()
 			if req.IsolationLevel == 1 {
 				lastFetchable = lso
 			}
@@ -94,25 +88,18 @@ func (b *Broker) handleOffsetForLeaderEpoch(req *kmsg.OffsetForLeaderEpochReques
 	for _, rt := range req.Topics {
 		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
 		st.Topic = rt.Topic
-		ts := b.topicState(rt.Topic)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.LeaderEpoch, sp.EndOffset = -1, -1
-			l := ts.log(rp.Partition)
-			if l == nil {
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-				st.Partitions = append(st.Partitions, sp)
-				continue
+			part, err := b.leader(rt.Topic, rp.Partition)
+			if err == nil {
+				err = part.CheckLeader(rp.CurrentLeaderEpoch)
 			}
-			epoch := l.LeaderEpoch()
-			switch {
-			case rp.CurrentLeaderEpoch >= 0 && rp.CurrentLeaderEpoch < epoch:
-				sp.ErrorCode = kerr.FencedLeaderEpoch.Code
-			case rp.CurrentLeaderEpoch > epoch:
-				sp.ErrorCode = kerr.UnknownLeaderEpoch.Code
-			default:
-				sp.LeaderEpoch, sp.EndOffset = l.EndOffsetForEpoch(rp.LeaderEpoch)
+			if err != nil {
+				sp.ErrorCode = partitionError(err).Code
+			} else {
+				sp.LeaderEpoch, sp.EndOffset = part.Log().EndOffsetForEpoch(rp.LeaderEpoch)
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
@@ -126,17 +113,17 @@ func (b *Broker) handleDeleteRecords(req *kmsg.DeleteRecordsRequest) kmsg.Respon
 	for _, rt := range req.Topics {
 		st := kmsg.NewDeleteRecordsResponseTopic()
 		st.Topic = rt.Topic
-		ts := b.topicState(rt.Topic)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewDeleteRecordsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.LowWatermark = -1
-			l := ts.log(rp.Partition)
-			if l == nil {
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			part, err := b.leader(rt.Topic, rp.Partition)
+			if err != nil {
+				sp.ErrorCode = partitionError(err).Code
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
+			l := part.Log()
 			// DeleteRecords has no error message field: the refusal is POLICY_VIOLATION
 			// alone (spec §10).
 			if ok, msg := b.checkMirrorWrite(rt.Topic, rp.Partition, "delete records"); !ok {
@@ -151,8 +138,10 @@ func (b *Broker) handleDeleteRecords(req *kmsg.DeleteRecordsRequest) kmsg.Respon
 			}
 			if off < 0 || off > l.LogEndOffset() {
 				sp.ErrorCode = kerr.OffsetOutOfRange.Code
-			} else if err := l.AdvanceLogStartOffset(off); err != nil {
-				if errors.Is(err, storage.ErrOffsetOutOfRange) {
+			} else if err := part.AdvanceLogStartOffset(off); err != nil {
+				if e := partitionError(err); e != nil {
+					sp.ErrorCode = e.Code
+				} else if errors.Is(err, storage.ErrOffsetOutOfRange) {
 					sp.ErrorCode = kerr.OffsetOutOfRange.Code
 				} else {
 					sp.ErrorCode = kerr.KafkaStorageError.Code
@@ -171,17 +160,16 @@ func (b *Broker) handleDescribeProducers(req *kmsg.DescribeProducersRequest) kms
 	for _, rt := range req.Topics {
 		st := kmsg.NewDescribeProducersResponseTopic()
 		st.Topic = rt.Topic
-		ts := b.topicState(rt.Topic)
 		for _, p := range rt.Partitions {
 			sp := kmsg.NewDescribeProducersResponseTopicPartition()
 			sp.Partition = p
-			l := ts.log(p)
-			if l == nil {
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			part, err := b.leader(rt.Topic, p)
+			if err != nil {
+				sp.ErrorCode = partitionError(err).Code
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
-			for _, e := range l.ProducerEntries() {
+			for _, e := range part.Log().ProducerEntries() {
 				sp.ActiveProducers = append(sp.ActiveProducers, kmsg.DescribeProducersResponseTopicPartitionActiveProducer{
 					ProducerID: e.ProducerID, ProducerEpoch: int32(e.ProducerEpoch), LastSequence: e.LastSequence,
 					LastTimestamp: e.LastTimestamp, CoordinatorEpoch: e.CoordinatorEpoch, CurrentTxnStartOffset: e.CurrentTxnStartOffset,

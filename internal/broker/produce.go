@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/internal/metadata"
+	"github.com/kmirror/kmirror/internal/partition"
 	"github.com/kmirror/kmirror/internal/storage"
 )
 
@@ -20,11 +21,12 @@ func (b *Broker) handleProduce(_ context.Context, req *kmsg.ProduceRequest) kmsg
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	badAcks := req.Acks != 0 && req.Acks != 1 && req.Acks != -1
 	now := time.Now().UnixMilli()
+	im := b.rm.Image()
+	leaders := map[int32]bool{} // KIP-951: the endpoints of leaders named in errors
 	for _, rt := range req.Topics {
 		st := kmsg.NewProduceResponseTopic()
 		st.Topic = rt.Topic
 		st.TopicID = rt.TopicID
-		ts := b.topicState(rt.Topic)
 		var rules produceRules // resolved once per topic, on the first valid partition
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewProduceResponseTopicPartition()
@@ -36,11 +38,18 @@ func (b *Broker) handleProduce(_ context.Context, req *kmsg.ProduceRequest) kmsg
 					sp.ErrorMessage = strp(msg)
 				}
 			}
+			part, err := b.leader(rt.Topic, rp.Partition)
 			switch {
 			case badAcks:
 				fail(kerr.InvalidRequiredAcks, "")
-			case ts.log(rp.Partition) == nil:
-				fail(kerr.UnknownTopicOrPartition, "")
+			case err != nil:
+				fail(partitionError(err), "")
+				if errors.Is(err, partition.ErrNotLeader) {
+					sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = b.currentLeader(rt.Topic, rp.Partition)
+					if sp.CurrentLeader.LeaderID >= 0 {
+						leaders[sp.CurrentLeader.LeaderID] = true
+					}
+				}
 			case isInternalTopic(rt.Topic):
 				fail(kerr.InvalidTopicException, "clients may not produce to the internal topic "+rt.Topic)
 			default:
@@ -49,13 +58,25 @@ func (b *Broker) handleProduce(_ context.Context, req *kmsg.ProduceRequest) kmsg
 					break
 				}
 				if rules.nowMs == 0 {
-					rules = b.produceRules(ts.meta, now)
+					rules = b.produceRules(im.Topics[rt.Topic], now)
 				}
-				b.produceOne(ts, rp.Partition, rp.Records, rules, &sp)
+				b.produceOne(part, rp.Records, rules, &sp)
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
 		resp.Topics = append(resp.Topics, st)
+	}
+	if req.Version >= 10 {
+		for id := range leaders {
+			if e, ok := b.endpointOf(im, id); ok {
+				br := kmsg.NewProduceResponseBroker()
+				br.NodeID, br.Host, br.Port = id, e.Host, e.Port
+				if r := im.Brokers[id].Rack; r != "" {
+					br.Rack = strp(r)
+				}
+				resp.Brokers = append(resp.Brokers, br)
+			}
+		}
 	}
 	if req.Acks == 0 {
 		return nil
@@ -64,8 +85,7 @@ func (b *Broker) handleProduce(_ context.Context, req *kmsg.ProduceRequest) kmsg
 }
 
 // produceOne validates and appends one partition's batch as leader.
-func (b *Broker) produceOne(ts *topicState, partition int32, records []byte, rules produceRules, sp *kmsg.ProduceResponseTopicPartition) {
-	l := ts.logs[partition]
+func (b *Broker) produceOne(part *partition.Partition, records []byte, rules produceRules, sp *kmsg.ProduceResponseTopicPartition) {
 	batch, err := validateProduce(records, rules)
 	if err != nil {
 		var ve *validationError
@@ -80,7 +100,7 @@ func (b *Broker) produceOne(ts *topicState, partition int32, records []byte, rul
 		appendTime = rules.nowMs
 	}
 	appendFn := func() {
-		info, err := l.AppendAsLeader(batch, l.LeaderEpoch(), appendTime)
+		info, err := part.AppendAsLeader(batch, appendTime)
 		if err != nil {
 			code := appendErrorCode(err)
 			sp.ErrorCode = code.Code
@@ -89,10 +109,10 @@ func (b *Broker) produceOne(ts *topicState, partition int32, records []byte, rul
 		}
 		sp.BaseOffset = info.FirstOffset
 		sp.LogAppendTime = appendTime
-		sp.LogStartOffset = l.LogStartOffset()
+		sp.LogStartOffset = part.Log().LogStartOffset()
 	}
 	if batch.IsTransactional() {
-		if e, msg := b.produceTransactional(ts.meta.Name, partition, batch, appendFn); e != nil {
+		if e, msg := b.produceTransactional(part.Topic(), part.Index(), batch, appendFn); e != nil {
 			sp.ErrorCode = e.Code
 			if msg != "" {
 				sp.ErrorMessage = strp(msg)
@@ -105,6 +125,9 @@ func (b *Broker) produceOne(ts *topicState, partition int32, records []byte, rul
 
 // appendErrorCode maps storage errors to Kafka error codes.
 func appendErrorCode(err error) *kerr.Error {
+	if e := partitionError(err); e != nil {
+		return e
+	}
 	switch {
 	case errors.Is(err, storage.ErrOutOfOrderSequence):
 		return kerr.OutOfOrderSequenceNumber

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
@@ -10,6 +11,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/internal/config"
 	"github.com/kmirror/kmirror/internal/metadata"
@@ -43,41 +47,61 @@ func readOrCreateMetaProperties(dir string, nodeID int32) (string, error) {
 	return id, storage.WriteFileAtomic(path, []byte(body))
 }
 
-// producerIDs hands out producer IDs in blocks whose end is persisted before use, so a
-// restarted broker never reuses an ID (Kafka's ProducerIdManager with blocks of 1000).
+// producerIDs hands out producer IDs from blocks that the active controller allocates
+// (Kafka's RPCProducerIdManager over AllocateProducerIds): no two brokers of the cluster,
+// and no restart, ever hand out the same ID.
 type producerIDs struct {
-	mu    sync.Mutex
-	path  string
-	next  int64
-	limit int64
+	b         *Broker
+	mu        sync.Mutex
+	next, end int64
 }
 
-const producerIDBlock = 1000
-
-func openProducerIDs(path string) (*producerIDs, error) {
-	p := &producerIDs{path: path}
-	if b, err := os.ReadFile(path); err == nil {
-		n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %v", path, err)
-		}
-		p.next, p.limit = n, n
-	} else if !os.IsNotExist(err) {
+// openProducerIDs returns the broker's producer-ID source. A data directory written by a
+// release before clusters kept the end of its last block in legacyFile: the metadata log
+// takes it over (no block below it is ever handed out again) and the file is removed.
+func openProducerIDs(b *Broker, legacyFile string) (*producerIDs, error) {
+	data, err := os.ReadFile(legacyFile)
+	if err != nil && !os.IsNotExist(err) {
 		return nil, err
 	}
-	return p, nil
+	if err == nil {
+		n, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", legacyFile, err)
+		}
+		if n > b.meta.Image().NextProducerID {
+			ctx, cancel := context.WithTimeout(b.ctx, startTimeout)
+			defer cancel()
+			if _, err := b.meta.Apply(ctx, metadata.ProducerIDsRecord{BrokerID: b.nodeID, BrokerEpoch: -1, NextProducerID: n}); err != nil {
+				return nil, fmt.Errorf("moving %s into the metadata log: %w", legacyFile, err)
+			}
+		}
+		if err := os.Remove(legacyFile); err != nil {
+			return nil, err
+		}
+	}
+	return &producerIDs{b: b}, nil
 }
 
-// Next returns a producer ID never handed out before by this broker.
+// Next returns a producer ID never handed out before in this cluster; when the block is
+// used up it asks the controller for the next one (errors: no controller answered).
 func (p *producerIDs) Next() (int64, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.next >= p.limit {
-		limit := p.next + producerIDBlock
-		if err := storage.WriteFileAtomic(p.path, []byte(strconv.FormatInt(limit, 10))); err != nil {
-			return 0, err
+	if p.next >= p.end {
+		req := kmsg.NewPtrAllocateProducerIDsRequest()
+		req.BrokerID, req.BrokerEpoch = p.b.nodeID, p.b.life.BrokerEpoch()
+		ctx, cancel := context.WithTimeout(p.b.ctx, 10*time.Second)
+		resp, err := p.b.channel.Request(ctx, req)
+		cancel()
+		if err != nil {
+			return 0, fmt.Errorf("allocating producer IDs: %w", err)
 		}
-		p.limit = limit
+		r := resp.(*kmsg.AllocateProducerIDsResponse)
+		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+			return 0, fmt.Errorf("allocating producer IDs: %w", err)
+		}
+		p.next, p.end = r.ProducerIDStart, r.ProducerIDStart+int64(r.ProducerIDLen)
 	}
 	id := p.next
 	p.next++

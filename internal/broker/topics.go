@@ -2,19 +2,22 @@ package broker
 
 // Topic administration and cluster description: Metadata v0–12, DescribeCluster v0–1,
 // CreateTopics v2–7, DeleteTopics v1–6, CreatePartitions v0–3 (Kafka's KafkaApis and
-// ControllerApis for a single node).
+// ControllerApis): metadata from the applied image, topics placed over the registered
+// brokers.
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"regexp"
-	"sort"
+	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/internal/config"
+	"github.com/kmirror/kmirror/internal/controller"
 	"github.com/kmirror/kmirror/internal/metadata"
 )
 
@@ -43,16 +46,23 @@ func isInternalTopic(name string) bool {
 
 func (b *Broker) handleMetadata(ctx context.Context, req *kmsg.MetadataRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
-	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: b.nodeID, Host: b.host, Port: b.port}}
+	im := b.rm.Image()
+	for _, br := range b.aliveBrokers(im) {
+		e, _ := br.Endpoint(b.clientListener())
+		mb := kmsg.NewMetadataResponseBroker()
+		mb.NodeID, mb.Host, mb.Port = br.ID, e.Host, e.Port
+		if br.Rack != "" {
+			mb.Rack = strp(br.Rack)
+		}
+		resp.Brokers = append(resp.Brokers, mb)
+	}
 	resp.ClusterID = strp(b.ClusterID())
-	resp.ControllerID = b.nodeID
-	im := b.meta.Image()
+	resp.ControllerID = b.controllerIDForClients(im)
 	var topics []*metadata.Topic
 	if req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0) {
-		for _, t := range im.Topics {
-			topics = append(topics, t)
+		for _, name := range im.TopicNames() {
+			topics = append(topics, im.Topics[name])
 		}
-		sort.Slice(topics, func(i, j int) bool { return topics[i].Name < topics[j].Name })
 	} else {
 		for _, rt := range req.Topics {
 			var t *metadata.Topic
@@ -66,7 +76,7 @@ func (b *Broker) handleMetadata(ctx context.Context, req *kmsg.MetadataRequest) 
 			if t == nil && name != "" && (req.Version < 4 || req.AllowAutoTopicCreation) && b.cfg.Bool("auto.create.topics.enable") && !isInternalTopic(name) {
 				if validateTopicName(name) == nil {
 					if err := b.autoCreate(ctx, name); err == nil {
-						t = b.meta.Image().Topics[name]
+						t = b.rm.Image().Topics[name]
 					}
 				}
 			}
@@ -96,14 +106,10 @@ func (b *Broker) handleMetadata(ctx context.Context, req *kmsg.MetadataRequest) 
 		for p := int32(0); p < t.Partitions; p++ {
 			mp := kmsg.NewMetadataResponseTopicPartition()
 			mp.Partition = p
-			mp.Leader = b.nodeID
-			if l := b.partitionLog(t.Name, p); l != nil {
-				mp.LeaderEpoch = l.LeaderEpoch()
-			} else {
+			mp.Leader, mp.LeaderEpoch, mp.Replicas, mp.ISR, mp.OfflineReplicas = b.partitionView(im, t, p)
+			if mp.Leader == metadata.NoLeader {
 				mp.ErrorCode = kerr.LeaderNotAvailable.Code
 			}
-			mp.Replicas = []int32{b.nodeID}
-			mp.ISR = []int32{b.nodeID}
 			mt.Partitions = append(mt.Partitions, mp)
 		}
 		resp.Topics = append(resp.Topics, mt)
@@ -111,29 +117,121 @@ func (b *Broker) handleMetadata(ctx context.Context, req *kmsg.MetadataRequest) 
 	return resp
 }
 
-// autoCreate creates a topic with num.partitions, as Kafka's AutoTopicCreationManager.
+// aliveBrokers are the brokers clients may talk to: registered and unfenced, by ID (as
+// Kafka's KRaftMetadataCache.getAliveBrokerNodes, which leaves fenced brokers out).
+func (b *Broker) aliveBrokers(im *metadata.Image) []*metadata.BrokerRegistration {
+	var out []*metadata.BrokerRegistration
+	for _, id := range im.BrokerIDs() {
+		if br := im.Brokers[id]; !br.Fenced {
+			if _, ok := br.Endpoint(b.clientListener()); ok {
+				out = append(out, br)
+			}
+		}
+	}
+	return out
+}
+
+// controllerIDForClients is the ControllerID of Metadata and DescribeCluster for
+// clients: KRaft controllers are not reachable on client listeners, so Kafka answers an
+// alive broker; kmirror answers the active controller's node when it is an alive broker,
+// else the lowest alive broker ID (−1 when none).
+func (b *Broker) controllerIDForClients(im *metadata.Image) int32 {
+	alive := b.aliveBrokers(im)
+	if id, ok := b.activeControllerID(); ok {
+		for _, br := range alive {
+			if br.ID == id {
+				return id
+			}
+		}
+	}
+	if len(alive) > 0 {
+		return alive[0].ID
+	}
+	return -1
+}
+
+// activeControllerID is the node ID of the active controller, false when unknown.
+func (b *Broker) activeControllerID() (int32, bool) {
+	if b.ctrl != nil && b.ctrl.Active() {
+		return b.nodeID, true
+	}
+	return -1, false
+}
+
+// partitionView is what Metadata and DescribeTopicPartitions say of a partition: its
+// leader, leader epoch (this broker's own when it leads it), replicas, ISR and the
+// replicas on brokers that are fenced or not registered.
+func (b *Broker) partitionView(im *metadata.Image, t *metadata.Topic, p int32) (leader, epoch int32, replicas, isr, offline []int32) {
+	reg := t.Partition(p)
+	leader, epoch = reg.Leader, reg.LeaderEpoch
+	if part := b.rm.Get(t.Name, p); part != nil && part.IsLeader() {
+		epoch = part.LeaderEpoch()
+	}
+	replicas, isr = append([]int32{}, reg.Replicas...), append([]int32{}, reg.ISR...)
+	for _, r := range reg.Replicas {
+		if br, ok := im.Brokers[r]; !ok || br.Fenced {
+			offline = append(offline, r)
+		}
+	}
+	return leader, epoch, replicas, isr, offline
+}
+
+// autoCreate creates a topic with num.partitions and default.replication.factor, as
+// Kafka's AutoTopicCreationManager.
 func (b *Broker) autoCreate(ctx context.Context, name string) error {
-	_, err := b.createTopic(ctx, name, metadata.NewTopicID(), b.cfg.Int32("num.partitions"), nil, nil)
+	_, err := b.createTopic(ctx, name, metadata.NewTopicID(), b.cfg.Int32("num.partitions"), b.defaultReplicationFactor(), nil, nil)
 	if errors.Is(err, metadata.ErrTopicExists) {
 		return nil
 	}
 	return err
 }
 
-// createTopic writes the topic record and opens its logs.
-func (b *Broker) createTopic(ctx context.Context, name string, id metadata.TopicID, partitions int32, configs map[string]string, mirror *metadata.MirrorTopic) (*metadata.Topic, error) {
+// defaultReplicationFactor is default.replication.factor.
+func (b *Broker) defaultReplicationFactor() int16 { return int16(b.cfg.Int32("default.replication.factor")) }
+
+// maxReplicationFactor is the largest replication factor kmirror places: partitions have
+// one replica until replication exists.
+const maxReplicationFactor = 1
+
+// createTopic writes the topic record with the partitions' placement (striped over the
+// registered brokers) and opens the logs of the partitions placed here. A placement
+// computed from an image older than the brokers' state is computed again. Errors: those
+// of metadata Apply and *controller.ErrInvalidReplicationFactor.
+func (b *Broker) createTopic(ctx context.Context, name string, id metadata.TopicID, partitions int32, rf int16, configs map[string]string, mirror *metadata.MirrorTopic) (*metadata.Topic, error) {
 	if configs == nil {
 		configs = map[string]string{}
 	}
-	im, err := b.meta.Apply(ctx, &metadata.TopicRecord{Name: name, ID: id, Partitions: partitions, Configs: configs, Mirror: mirror})
-	if err != nil {
-		return nil, err
+	rf = min(rf, maxReplicationFactor)
+	for attempt := 0; ; attempt++ {
+		assign, err := controller.Place(b.meta.Image(), partitions, rf, nil, newRand())
+		if err != nil {
+			return nil, err
+		}
+		recs := []metadata.Record{&metadata.TopicRecord{Name: name, ID: id, Partitions: partitions, Configs: configs, Mirror: mirror}}
+		recs = append(recs, partitionRecords(id, 0, assign)...)
+		im, err := b.meta.Apply(ctx, recs...)
+		if errors.Is(err, metadata.ErrStalePlacement) && attempt < 3 {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		b.applyNow()
+		return im.Topics[name], nil
 	}
-	if err := b.reconcile(); err != nil {
-		return nil, err
-	}
-	return im.Topics[name], nil
 }
+
+// partitionRecords are the PartitionRecords of new partitions from first on, with the
+// replicas assign gives them: all in the ISR, led by the first.
+func partitionRecords(id metadata.TopicID, first int32, assign [][]int32) []metadata.Record {
+	out := make([]metadata.Record, 0, len(assign))
+	for i, replicas := range assign {
+		out = append(out, metadata.PartitionRecord{TopicID: id, Partition: first + int32(i), Replicas: replicas, ISR: replicas, Leader: replicas[0]})
+	}
+	return out
+}
+
+func newRand() *rand.Rand { return rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())) }
 
 // CreateTopic creates a topic with a given topic ID (mirror.Local): an existing topic
 // with the same name and ID succeeds and gets the mirror association, another ID is an
@@ -148,27 +246,59 @@ func (b *Broker) CreateTopic(ctx context.Context, name string, id metadata.Topic
 				return err
 			}
 		}
-		return b.reconcile()
+		b.applyNow()
+		return nil
 	}
-	_, err := b.createTopic(ctx, name, id, partitions, configs, mirror)
+	_, err := b.createTopic(ctx, name, id, partitions, b.defaultReplicationFactor(), configs, mirror)
 	return err
 }
 
-// CreatePartitions grows a topic (mirror.Local, for source partition growth).
+// CreatePartitions grows a topic (mirror.Local, for source partition growth), placing the
+// new partitions after the existing ones.
 func (b *Broker) CreatePartitions(ctx context.Context, name string, count int32) error {
-	if _, err := b.meta.Apply(ctx, &metadata.PartitionCountRecord{Name: name, Partitions: count}); err != nil {
-		return err
+	for attempt := 0; ; attempt++ {
+		im := b.meta.Image()
+		t := im.Topics[name]
+		if t == nil {
+			return fmt.Errorf("%w: %q", metadata.ErrUnknownTopic, name)
+		}
+		if count <= t.Partitions {
+			return fmt.Errorf("%w: topic %q has %d partitions, cannot change to %d", metadata.ErrInvalidPartitions, name, t.Partitions, count)
+		}
+		rf := int16(max(1, len(t.Partition(0).Replicas)))
+		assign, err := controller.Place(im, count-t.Partitions, rf, t.Registrations, newRand())
+		if err != nil {
+			return err
+		}
+		recs := append([]metadata.Record{&metadata.PartitionCountRecord{Name: name, Partitions: count}}, partitionRecords(t.ID, t.Partitions, assign)...)
+		_, err = b.meta.Apply(ctx, recs...)
+		if errors.Is(err, metadata.ErrStalePlacement) && attempt < 3 {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		b.applyNow()
+		return nil
 	}
-	return b.reconcile()
 }
 
 func (b *Broker) handleDescribeCluster(req *kmsg.DescribeClusterRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
 	resp.EndpointType = req.EndpointType
 	resp.ClusterID = b.ClusterID()
-	resp.ControllerID = b.nodeID
+	im := b.rm.Image()
+	resp.ControllerID = b.controllerIDForClients(im)
 	resp.ClusterAuthorizedOperations = -2147483648
-	resp.Brokers = []kmsg.DescribeClusterResponseBroker{{NodeID: b.nodeID, Host: b.host, Port: b.port}}
+	for _, br := range b.aliveBrokers(im) {
+		e, _ := br.Endpoint(b.clientListener())
+		db := kmsg.NewDescribeClusterResponseBroker()
+		db.NodeID, db.Host, db.Port = br.ID, e.Host, e.Port
+		if br.Rack != "" {
+			db.Rack = strp(br.Rack)
+		}
+		resp.Brokers = append(resp.Brokers, db)
+	}
 	return resp
 }
 
@@ -215,21 +345,27 @@ func (b *Broker) handleCreateTopics(ctx context.Context, req *kmsg.CreateTopicsR
 		case b.meta.Image().Topics[rt.Topic] != nil:
 			fail(kerr.TopicAlreadyExists, "Topic '"+rt.Topic+"' already exists.")
 		case len(rt.ReplicaAssignment) > 0:
-			fail(kerr.InvalidReplicaAssignment, "manual replica assignment is not supported by single-node kmirror")
+			fail(kerr.InvalidReplicaAssignment, "manual replica assignment is not supported by kmirror yet")
 		case partitions <= 0:
 			fail(kerr.InvalidPartitions, "Number of partitions must be larger than 0.")
 		case rf <= 0:
 			fail(kerr.InvalidReplicationFactor, "Replication factor must be larger than 0.")
-		case rf > 1:
-			fail(kerr.InvalidReplicationFactor, fmt.Sprintf("Unable to replicate the partition %d time(s): The target replication factor of %d cannot be reached because only 1 broker(s) are registered.", rf, rf))
+		case int(rf) > len(b.meta.Image().Brokers):
+			fail(kerr.InvalidReplicationFactor, fmt.Sprintf("Unable to replicate the partition %d time(s): The target replication factor of %d cannot be reached because only %d broker(s) are registered.", rf, rf, len(b.meta.Image().Brokers)))
+		case rf > maxReplicationFactor:
+			fail(kerr.InvalidReplicationFactor, fmt.Sprintf("Replication factor %d is not supported yet: kmirror partitions have one replica (replication factor 1).", rf))
 		case validateTopicConfigs(cfgs) != nil:
 			fail(kerr.InvalidConfig, validateTopicConfigs(cfgs).Error())
 		case req.ValidateOnly:
 			st.NumPartitions, st.ReplicationFactor = partitions, rf
 		default:
-			t, err := b.createTopic(ctx, rt.Topic, metadata.NewTopicID(), partitions, cfgs, nil)
+			t, err := b.createTopic(ctx, rt.Topic, metadata.NewTopicID(), partitions, rf, cfgs, nil)
+			var rfErr *controller.ErrInvalidReplicationFactor
 			if errors.Is(err, metadata.ErrTopicExists) {
 				fail(kerr.TopicAlreadyExists, "Topic '"+rt.Topic+"' already exists.")
+				break
+			} else if errors.As(err, &rfErr) {
+				fail(kerr.InvalidReplicationFactor, "Unable to replicate the partition "+strconv.Itoa(int(rf))+" time(s): "+rfErr.Msg)
 				break
 			} else if err != nil {
 				fail(kerr.UnknownServerError, err.Error())
@@ -296,9 +432,7 @@ func (b *Broker) handleDeleteTopics(ctx context.Context, req *kmsg.DeleteTopicsR
 				st.ErrorMessage = strp(err.Error())
 				break
 			}
-			if err := b.reconcile(); err != nil {
-				b.logger.Error("deleting topic logs", "topic", t.Name, "err", err)
-			}
+			b.applyNow()
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
@@ -320,7 +454,7 @@ func (b *Broker) handleCreatePartitions(ctx context.Context, req *kmsg.CreatePar
 		case rt.Count == t.Partitions:
 			fail(kerr.InvalidPartitions, fmt.Sprintf("Topic already has %d partition(s).", t.Partitions))
 		case len(rt.Assignment) > 0:
-			fail(kerr.InvalidReplicaAssignment, "manual replica assignment is not supported by single-node kmirror")
+			fail(kerr.InvalidReplicaAssignment, "manual replica assignment is not supported by kmirror yet")
 		default:
 			if ok, msg := b.checkMirrorWrite(rt.Topic, -1, "create partitions"); !ok {
 				fail(kerr.PolicyViolation, msg)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/kmirror/kmirror/internal/group"
 	"github.com/kmirror/kmirror/internal/metadata"
+	"github.com/kmirror/kmirror/internal/partition"
 	"github.com/kmirror/kmirror/internal/record"
 	"github.com/kmirror/kmirror/internal/storage"
 	"github.com/kmirror/kmirror/internal/txn"
@@ -41,7 +42,7 @@ func (b *Broker) startTxnCoordinator() error {
 			if _, ok := b.meta.Image().Topics[txn.TopicName]; ok {
 				return nil
 			}
-			_, err := b.createTopic(b.ctx, txn.TopicName, metadata.NewTopicID(), n, map[string]string{
+			_, err := b.createTopic(b.ctx, txn.TopicName, metadata.NewTopicID(), n, internalReplicationFactor, map[string]string{
 				"cleanup.policy": "compact", "segment.bytes": "104857600",
 			}, nil)
 			if err != nil {
@@ -85,23 +86,19 @@ func (w markerWriter) WriteMarker(m txn.Marker) error {
 			"epoch", m.ProducerEpoch, "commit", m.Commit, "reason", msg)
 		return fmt.Errorf("%w: %s", txn.ErrPartitionGone, msg)
 	}
-	l := w.b.partitionLog(m.Partition.Topic, m.Partition.Partition)
-	if l == nil {
-		t := w.b.meta.Image().Topics[m.Partition.Topic]
-		if t == nil || m.Partition.Partition >= t.Partitions {
-			return txn.ErrPartitionGone
-		}
-		var err error
-		if l, err = w.b.Log(m.Partition.Topic, m.Partition.Partition); err != nil {
-			return err
-		}
+	part, err := w.b.Partition(m.Partition.Topic, m.Partition.Partition)
+	if errors.Is(err, partition.ErrUnknownTopicOrPartition) {
+		return txn.ErrPartitionGone
+	}
+	if err != nil {
+		return err
 	}
 	typ := record.ControlAbort
 	if m.Commit {
 		typ = record.ControlCommit
 	}
-	le := l.LeaderEpoch()
-	_, err := l.AppendControlAsLeader(record.BuildEndTxnMarker(typ, m.ProducerID, m.ProducerEpoch, le, m.CoordinatorEpoch, time.Now().UnixMilli()), le)
+	le := part.LeaderEpoch()
+	_, err = part.AppendControlAsLeader(record.BuildEndTxnMarker(typ, m.ProducerID, m.ProducerEpoch, le, m.CoordinatorEpoch, time.Now().UnixMilli()))
 	if errors.Is(err, storage.ErrInvalidProducerEpoch) {
 		// The partition already knows a newer epoch of this producer: the marker has
 		// nothing left to end there.

@@ -29,8 +29,9 @@ var securityProtocols = map[int16]string{0: "PLAINTEXT", 1: "SSL", 2: "SASL_PLAI
 // NOT_CONTROLLER; INCONSISTENT_CLUSTER_ID (another cluster ID); INVALID_REGISTRATION (a
 // negative broker ID, no listener, an unknown security protocol);
 // DUPLICATE_BROKER_REGISTRATION (another incarnation of the broker ID holds a live
-// session: two nodes with one node.id). A broker registering again (a restart) first
-// loses its leaderships, as a fenced broker does.
+// session — two nodes with one node.id — unless the request's PreviousBrokerEpoch shows
+// it is that registration's successor after a clean shutdown). A broker registering again
+// (a restart) first loses its leaderships, as a fenced broker does.
 func (c *Controller) RegisterBroker(ctx context.Context, req *kmsg.BrokerRegistrationRequest) *kmsg.BrokerRegistrationResponse {
 	resp := req.ResponseKind().(*kmsg.BrokerRegistrationResponse)
 	failCode := func(code int16) *kmsg.BrokerRegistrationResponse {
@@ -65,7 +66,7 @@ func (c *Controller) RegisterBroker(ctx context.Context, req *kmsg.BrokerRegistr
 	}
 	var recs []metadata.Record
 	if old, ok := im.Brokers[req.BrokerID]; ok {
-		if old.IncarnationID != req.IncarnationID && c.liveSession(req.BrokerID) {
+		if old.IncarnationID != req.IncarnationID && req.PreviousBrokerEpoch != old.Epoch && c.liveSession(req.BrokerID) {
 			c.log.Warn("refused a broker registration: another broker is registered with that broker id",
 				"broker", req.BrokerID, "incarnation", metadata.TopicIDString(req.IncarnationID), "registered", metadata.TopicIDString(old.IncarnationID))
 			return fail(kerr.DuplicateBrokerRegistration)

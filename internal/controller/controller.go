@@ -46,10 +46,16 @@ type Options struct {
 	// Unclean reports whether a topic allows unclean leader election
 	// (unclean.leader.election.enable resolved for the topic); nil: never.
 	Unclean func(im *metadata.Image, t *metadata.Topic) bool
+	// Combined is set when this node is also a broker (process.roles=broker,controller):
+	// becoming active then gives its own earlier registration no session, so that the
+	// restarted broker registers again at once.
+	Combined bool
 	// AdoptUnassigned gives partitions without replicas (topics written by a release before
 	// clusters) to broker NodeID once it is registered: the one-node cluster upgrading its
 	// data directory in place.
 	AdoptUnassigned bool
+	// AdoptEpoch is the leader epoch an adopted partition keeps (its log's); nil: 0.
+	AdoptEpoch func(topic string, partition int32) int32
 	// Logger receives the controller's decisions; nil discards them.
 	Logger *slog.Logger
 }
@@ -146,6 +152,11 @@ func (c *Controller) step(ctx context.Context) {
 		c.active = true
 		c.sessions = map[int32]*session{}
 		for _, id := range c.q.Image().BrokerIDs() {
+			// This node's own broker, if it has one, cannot be the registered incarnation:
+			// that process stopped when this controller's process started.
+			if id == c.opts.NodeID && c.opts.Combined {
+				continue
+			}
 			c.sessions[id] = &session{lastContact: now, metadataOffset: -1}
 		}
 		c.mu.Unlock()
@@ -229,7 +240,11 @@ func (c *Controller) adoptUnassigned(ctx context.Context) {
 	var recs []metadata.Record
 	eachTopicPartition(im, func(t *metadata.Topic, p int32, reg *metadata.PartitionRegistration) {
 		if !reg.Assigned() {
-			recs = append(recs, metadata.PartitionRecord{TopicID: t.ID, Partition: p, Replicas: []int32{self.ID}, ISR: []int32{self.ID}, Leader: leader})
+			var epoch int32
+			if c.opts.AdoptEpoch != nil {
+				epoch = c.opts.AdoptEpoch(t.Name, p)
+			}
+			recs = append(recs, metadata.PartitionRecord{TopicID: t.ID, Partition: p, Replicas: []int32{self.ID}, ISR: []int32{self.ID}, Leader: leader, LeaderEpoch: epoch})
 		}
 	})
 	if len(recs) > 0 {

@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -41,6 +42,16 @@ type Manager struct {
 	recoveryPts   map[TopicPartition]int64 // from the checkpoint, used only after a clean shutdown
 	logStarts     map[TopicPartition]int64
 	checkpointsMu sync.Mutex
+	// brokerEpoch is written into the clean-shutdown marker (SetBrokerEpoch);
+	// prevEpoch is the one read from it at open, −1 when none.
+	brokerEpoch, prevEpoch int64
+}
+
+// cleanShutdown is the content of the clean-shutdown marker (Kafka's
+// CleanShutdownFileHandler): the broker epoch of the registration that shut down cleanly.
+type cleanShutdown struct {
+	Version     int   `json:"version"`
+	BrokerEpoch int64 `json:"brokerEpoch"`
 }
 
 // OpenManager creates dir if needed and reads its checkpoints; partitions are opened
@@ -53,9 +64,15 @@ func OpenManager(dir string, logger *slog.Logger) (*Manager, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	m := &Manager{dir: dir, logger: logger, logs: map[TopicPartition]*Log{}}
+	m := &Manager{dir: dir, logger: logger, logs: map[TopicPartition]*Log{}, brokerEpoch: -1, prevEpoch: -1}
 	marker := filepath.Join(dir, cleanShutdownFile)
 	m.clean = fileExists(marker)
+	if data, err := os.ReadFile(marker); err == nil && len(data) > 0 {
+		var cs cleanShutdown
+		if json.Unmarshal(data, &cs) == nil {
+			m.prevEpoch = cs.BrokerEpoch
+		}
+	}
 	var err error
 	if m.recoveryPts, err = readOffsetsCheckpoint(filepath.Join(dir, recoveryPointCheckpoint)); err != nil {
 		logger.Warn("ignoring unreadable checkpoint", "err", err)
@@ -338,8 +355,21 @@ func (m *Manager) Close() error {
 	if err := m.writeCheckpoints(logs, true); err != nil {
 		return err
 	}
-	return WriteFileAtomic(filepath.Join(m.dir, cleanShutdownFile), nil)
+	marker, _ := json.Marshal(cleanShutdown{BrokerEpoch: m.brokerEpoch})
+	return WriteFileAtomic(filepath.Join(m.dir, cleanShutdownFile), marker)
 }
+
+// SetBrokerEpoch records the broker epoch that Close writes into the clean-shutdown
+// marker.
+func (m *Manager) SetBrokerEpoch(epoch int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.brokerEpoch = epoch
+}
+
+// PreviousBrokerEpoch is the broker epoch the last clean shutdown recorded, −1 after an
+// unclean one or none (Kafka's BrokerRegistration PreviousBrokerEpoch).
+func (m *Manager) PreviousBrokerEpoch() int64 { return m.prevEpoch }
 
 // readOffsetsCheckpoint reads a "<topic> <partition> <offset>" checkpoint file.
 func readOffsetsCheckpoint(path string) (map[TopicPartition]int64, error) {
