@@ -187,7 +187,9 @@ func (b *Broker) autoCreate(ctx context.Context, name string) error {
 }
 
 // defaultReplicationFactor is default.replication.factor.
-func (b *Broker) defaultReplicationFactor() int16 { return int16(b.cfg.Int32("default.replication.factor")) }
+func (b *Broker) defaultReplicationFactor() int16 {
+	return int16(b.cfg.Int32("default.replication.factor"))
+}
 
 // maxReplicationFactor is the largest replication factor kmirror places: partitions have
 // one replica until replication exists.
