@@ -20,7 +20,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCommand(), mirrorscli.NewCommand(), groupscli.NewCommand(), newConfigDocsCommand(), newQuickstartCommand())
+	root.AddCommand(newServeCommand(), mirrorscli.NewCommand(), groupscli.NewCommand(), newConfigDocsCommand(), newQuickstartCommand(), newStorageCommand())
 	if err := root.Execute(); err != nil {
 		// The mirrors command has already printed its one-line error.
 		var printed *mirrorscli.ExitError

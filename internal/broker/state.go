@@ -2,11 +2,9 @@ package broker
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/base64"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,30 +19,11 @@ import (
 )
 
 // readOrCreateMetaProperties reads cluster.id from <dir>/meta.properties, or writes a
-// new one (version 1, a random cluster ID as kafka-storage random-uuid prints it, and
-// node.id) on first start. A node.id that differs from the file's is an error, as in
-// Kafka.
+// new one (version 1, a random cluster ID as kafka-storage random-uuid prints it,
+// node.id and a random directory.id) on first start. A node.id that differs from the
+// file's is an error, as in Kafka. config.CheckFormatted is the one implementation.
 func readOrCreateMetaProperties(dir string, nodeID int32) (string, error) {
-	path := filepath.Join(dir, "meta.properties")
-	if props, err := config.ReadProperties(path); err == nil {
-		id := props["cluster.id"]
-		if id == "" {
-			return "", fmt.Errorf("%s: no cluster.id", path)
-		}
-		if n, ok := props["node.id"]; ok && n != strconv.Itoa(int(nodeID)) {
-			return "", fmt.Errorf("%s: node.id %s does not match the configured node.id %d", path, n, nodeID)
-		}
-		return id, nil
-	} else if !os.IsNotExist(err) {
-		return "", err
-	}
-	var u [16]byte
-	if _, err := rand.Read(u[:]); err != nil {
-		return "", err
-	}
-	id := base64.RawURLEncoding.EncodeToString(u[:])
-	body := fmt.Sprintf("#\n#kmirror\nversion=1\ncluster.id=%s\nnode.id=%d\n", id, nodeID)
-	return id, storage.WriteFileAtomic(path, []byte(body))
+	return config.CheckFormatted(dir, &config.Node{NodeID: nodeID, Legacy: true}, "")
 }
 
 // producerIDs hands out producer IDs from blocks that the active controller allocates

@@ -92,7 +92,9 @@ func (d *Def) Validate(v string) error {
 			return bad(fmt.Sprintf("value must be at least %g", d.Min))
 		}
 	case TypeList:
-		if len(d.Valid) > 0 {
+		// An empty value is the empty list, which a key whose default is empty (such as
+		// process.roles) takes as that default; Kafka's ConfigDef parses "" likewise.
+		if len(d.Valid) > 0 && !(v == "" && d.Default == "") {
 			for _, p := range strings.Split(v, ",") {
 				if !contains(d.Valid, strings.ToLower(strings.TrimSpace(p))) {
 					return bad("allowed values are " + strings.Join(d.Valid, ", "))
