@@ -294,7 +294,7 @@ func errorCode(err error) int16 {
 func (c *Controller) notActive() bool { return !c.Active() }
 
 // Handle answers a controller RPC (BrokerRegistration, BrokerHeartbeat,
-// AllocateProducerIds), or returns nil for another request. Each answers NOT_CONTROLLER
+// AllocateProducerIds, ApplyRecords), or returns nil for another request. Each answers NOT_CONTROLLER
 // when this node is not the active controller.
 func (c *Controller) Handle(ctx context.Context, req kmsg.Request) kmsg.Response {
 	switch r := req.(type) {
@@ -304,6 +304,8 @@ func (c *Controller) Handle(ctx context.Context, req kmsg.Request) kmsg.Response
 		return c.Heartbeat(ctx, r)
 	case *kmsg.AllocateProducerIDsRequest:
 		return c.AllocateProducerIDs(ctx, r)
+	case *ApplyRecordsRequest:
+		return c.ApplyRecords(ctx, r)
 	}
 	return nil
 }

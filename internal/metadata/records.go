@@ -341,3 +341,9 @@ func decodeAs[T Record](data json.RawMessage) (Record, error) {
 	}
 	return v, nil
 }
+
+// EncodeBatch encodes recs as one metadata log entry (the form ApplyRecords forwards).
+func EncodeBatch(recs []Record) ([]byte, error) { return encodeBatch(recs) }
+
+// DecodeBatch decodes a batch written by EncodeBatch.
+func DecodeBatch(p []byte) ([]Record, error) { return decodeBatch(p) }
