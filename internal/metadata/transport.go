@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -47,7 +48,7 @@ type streamLayer struct {
 
 	mu     sync.Mutex
 	conns  map[*raftConn]struct{}
-	closed bool
+	closed atomic.Bool // written under mu
 }
 
 func newStreamLayer(ln net.Listener, advertised string) *streamLayer {
@@ -100,7 +101,7 @@ func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 func (s *streamLayer) add(c *raftConn) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.closed.Load() {
 		return false
 	}
 	s.conns[c] = struct{}{}
@@ -111,11 +112,11 @@ func (s *streamLayer) add(c *raftConn) bool {
 // harmless.
 func (s *streamLayer) Close() error {
 	s.mu.Lock()
-	if s.closed {
+	if s.closed.Load() {
 		s.mu.Unlock()
 		return nil
 	}
-	s.closed = true
+	s.closed.Store(true)
 	conns := s.conns
 	s.conns = nil
 	s.mu.Unlock()
@@ -155,7 +156,13 @@ func (c *raftConn) Read(p []byte) (int, error) {
 		}
 	}
 	c.mu.Unlock()
-	return c.Conn.Read(p)
+	n, err := c.Conn.Read(p)
+	if err != nil && c.s.closed.Load() {
+		// Cut by Close: an end of stream, which raft's connection handler does not log
+		// as an error.
+		err = io.EOF
+	}
+	return n, err
 }
 
 func (c *raftConn) Close() error {
