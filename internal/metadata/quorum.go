@@ -286,9 +286,10 @@ func (c *Controller) WaitApplied(ctx context.Context, index uint64) error {
 
 // WaitReplayed waits until Image reflects every entry of the local log at Open, or those
 // of them the active controller kept (it replaces uncommitted ones): the image is then at
-// least as recent as when this node stopped. On a voter or observer with Voters this needs an active
-// controller, because raft applies only entries it knows to be committed. Errors as
-// WaitApplied.
+// least as recent as when this node stopped. With Voters this needs an active controller,
+// because raft applies only entries it knows to be committed. On a new node it returns at
+// once; catching up with the quorum is WaitApplied with an index from the active
+// controller. Errors as WaitApplied.
 func (c *Controller) WaitReplayed(ctx context.Context) error {
 	return c.waitFor(ctx, func() bool {
 		return c.appliedThrough(min(c.replayIndex, c.raft.LastIndex()))

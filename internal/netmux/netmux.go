@@ -3,9 +3,10 @@
 // and the metadata quorum's raft streams on the controller listener's single port.
 //
 // A Kafka-protocol connection starts with the 4-byte big-endian size of its first request,
-// and kmirror refuses requests over 100 MiB (0x06400000 bytes), so its first byte is always
-// 0x00–0x06. Any byte with the high bit set would make that size a negative int32, which
-// no Kafka client sends, so such bytes are free to mark other protocols (RaftByte).
+// and kmirror refuses requests over 100 MiB (0x06400000 bytes, socket.request.max.bytes),
+// so its first byte is 0x00–0x06. Any byte with the high bit set would make that size a
+// negative int32, which no Kafka client sends whatever the size limit, so such bytes are
+// free to mark other protocols (RaftByte).
 package netmux
 
 import (
