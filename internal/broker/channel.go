@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/internal/controller"
+	"github.com/kmirror/kmirror/internal/metadata"
 )
 
 // controllerChannel carries a broker's requests to the active controller (Kafka's
@@ -73,4 +77,89 @@ func retryNotController(ctx context.Context, send func(context.Context) (kmsg.Re
 		}
 		backoff = min(2*backoff, time.Second)
 	}
+}
+
+// remoteChannel reaches the active controller of a multi-node cluster on its controller
+// listener (the addresses of controller.quorum.voters), one franz-go client per voter;
+// while the quorum has no known leader, voters are tried in turn (a follower answers
+// NOT_CONTROLLER). On a controller node whose controller is active the request is
+// handled in process.
+type remoteChannel struct {
+	self     int32
+	local    *controller.Controller // nil on a broker-only node
+	leader   func() (int32, bool)
+	voters   []metadata.Voter
+	clientID string
+
+	mu      sync.Mutex
+	clients map[int32]*kgo.Client
+	next    int // voter tried next while no leader is known
+	closed  bool
+}
+
+func newRemoteChannel(self int32, local *controller.Controller, leader func() (int32, bool), voters []metadata.Voter) *remoteChannel {
+	return &remoteChannel{self: self, local: local, leader: leader, voters: voters,
+		clientID: fmt.Sprintf("kmirror-broker-%d-controller-channel", self), clients: map[int32]*kgo.Client{}}
+}
+
+func (c *remoteChannel) Request(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	return retryNotController(ctx, func(ctx context.Context) (kmsg.Response, error) {
+		id, ok := c.leader()
+		if !ok {
+			c.mu.Lock()
+			id = c.voters[c.next%len(c.voters)].ID
+			c.next++
+			c.mu.Unlock()
+		}
+		if id == c.self && c.local != nil {
+			if !c.local.Active() {
+				return nil, kerr.NotController
+			}
+			if resp := c.local.Handle(ctx, req); resp != nil {
+				return resp, nil
+			}
+			return nil, fmt.Errorf("the controller does not serve %s", kmsg.NameForKey(req.Key()))
+		}
+		cl, err := c.client(id)
+		if err != nil {
+			return nil, err
+		}
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		return cl.SeedBrokers()[0].Request(rctx, req)
+	})
+}
+
+// client returns the client of voter id's controller listener.
+func (c *remoteChannel) client(id int32) (*kgo.Client, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, net.ErrClosed
+	}
+	if cl := c.clients[id]; cl != nil {
+		return cl, nil
+	}
+	for _, v := range c.voters {
+		if v.ID == id {
+			cl, err := kgo.NewClient(kgo.SeedBrokers(v.Addr), kgo.ClientID(c.clientID),
+				kgo.DialTimeout(5*time.Second), kgo.RequestRetries(0), kgo.WithLogger(nil))
+			if err != nil {
+				return nil, err
+			}
+			c.clients[id] = cl
+			return cl, nil
+		}
+	}
+	return nil, fmt.Errorf("node %d is not a voter of controller.quorum.voters", id)
+}
+
+func (c *remoteChannel) Close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	for _, cl := range c.clients {
+		cl.Close()
+	}
+	c.clients = nil
 }

@@ -4,13 +4,7 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/hashicorp/raft"
 )
-
-// IsLeader reports whether this node leads the metadata quorum (is the active
-// controller's node).
-func (c *Controller) IsLeader() bool { return c.raft.State() == raft.Leader }
 
 // Barrier waits until every record committed before it is applied to the image; only the
 // leader can (ErrNotController otherwise).
