@@ -9,13 +9,13 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -26,6 +26,7 @@ import (
 	"github.com/kmirror/kmirror/internal/group"
 	"github.com/kmirror/kmirror/internal/metadata"
 	"github.com/kmirror/kmirror/internal/mirrorproto"
+	"github.com/kmirror/kmirror/internal/netmux"
 	"github.com/kmirror/kmirror/internal/partition"
 	"github.com/kmirror/kmirror/internal/storage"
 	"github.com/kmirror/kmirror/internal/txn"
@@ -43,20 +44,24 @@ const metadataTopic = "__cluster_metadata"
 // (registration, unfencing).
 const startTimeout = 30 * time.Second
 
-// Broker is one kmirror broker.
+// Broker is one kmirror node: a broker, a controller, or both (process.roles).
 type Broker struct {
 	cfg       *config.Values
+	node      *config.Node
 	nodeID    int32
-	host      string
+	host      string // the first advertised listener's host and port
 	port      int32
 	rack      string
 	endpoints []metadata.Endpoint // advertised listeners, as registered
 	logger    *slog.Logger
 	dataDir   string
-	listener  net.Listener
+
+	listeners []*listener   // broker listeners (empty on a controller-only node)
+	ctrlLn    *listener     // the controller listener (nil on a broker-only or one-node node)
+	muxes     []*netmux.Mux // the listeners that also carry raft streams
 
 	meta       *metadata.Controller
-	ctrl       *controller.Controller
+	ctrl       *controller.Controller // nil without the controller role
 	channel    controllerChannel
 	life       *lifecycle
 	logs       *storage.Manager
@@ -66,7 +71,6 @@ type Broker struct {
 	mirrors    Mirrors
 	newMirrors NewMirrorsFunc
 	pids       *producerIDs
-	server     *wire.Server
 
 	sessionsOnce sync.Once
 	sessions     *fetchSessionCache // fetch sessions (KIP-227), created on first Fetch
@@ -76,80 +80,69 @@ type Broker struct {
 	bg     sync.WaitGroup
 }
 
-// New validates cfg (server.properties keys with Kafka's names), creates or reads
-// meta.properties, opens the metadata log and the partition logs (recovering them),
-// starts the controller, registers with it and waits to be unfenced, loads the group
-// coordinator and starts the mirror manager. It does not accept connections until Serve.
+// listener is one bound listener and the wire server that serves it.
+type listener struct {
+	cfg    config.Listener
+	ln     net.Listener // what the server accepts from (a netmux sub-listener when shared)
+	server *wire.Server
+}
+
+// New validates cfg (server.properties keys with Kafka's names), reads meta.properties
+// (a one-node cluster without process.roles formats itself), binds the listeners, opens
+// the metadata log and the partition logs (recovering them), starts the controller on a
+// controller node and, on a broker, registers with the active controller, waits to be
+// unfenced and starts the coordinators and the mirror manager. It does not accept client
+// connections until Serve; the controller listener serves at once (the other nodes need
+// it to start). A node of a multi-node quorum waits here for the quorum to elect an
+// active controller.
 //
 // newMirrors builds the cluster mirroring service; nil runs a broker without it.
 func New(cfg *config.Values, logger *slog.Logger, newMirrors NewMirrorsFunc) (*Broker, error) {
-	b := &Broker{cfg: cfg, logger: logger, newMirrors: newMirrors}
-	b.ctx, b.cancel = context.WithCancel(context.Background())
-	b.nodeID = cfg.Int32("node.id")
-	b.dataDir = cfg.String("log.dirs")
-	if b.dataDir == "" {
-		b.dataDir = cfg.String("log.dir")
-	}
-	if strings.Contains(b.dataDir, ",") {
-		return nil, fmt.Errorf("log.dirs: kmirror uses one data directory, got %q", b.dataDir)
-	}
-	listen, err := listenerAddr(cfg.String("listeners"))
+	node, err := config.ParseNode(cfg)
 	if err != nil {
 		return nil, err
 	}
-	// Bind first: a busy port fails before anything is written to log.dirs.
-	if b.listener, err = net.Listen("tcp", listen); err != nil {
-		return nil, fmt.Errorf("listeners: %w", err)
+	b := &Broker{cfg: cfg, node: node, nodeID: node.NodeID, rack: node.Rack, logger: logger, newMirrors: newMirrors}
+	b.ctx, b.cancel = context.WithCancel(context.Background())
+	if b.dataDir, err = config.LogDir(cfg); err != nil {
+		return nil, err
 	}
 	started := false
 	defer func() {
 		if !started {
 			b.close()
-			b.listener.Close()
 		}
 	}()
-	adv := cfg.String("advertised.listeners")
-	if adv == "" {
-		adv = cfg.String("listeners")
-	}
-	advAddr, err := listenerAddr(adv)
-	if err != nil {
-		return nil, fmt.Errorf("advertised.listeners: %w", err)
+	// Bind first: a busy port fails before anything is written to log.dirs.
+	if err := b.bindListeners(); err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(b.dataDir, 0o755); err != nil {
 		return nil, err
 	}
-	clusterID, err := readOrCreateMetaProperties(b.dataDir, b.nodeID)
+	clusterID, err := config.CheckFormatted(b.dataDir, node, "")
 	if err != nil {
 		return nil, err
 	}
-	b.meta, err = metadata.Open(metadata.Options{
-		Dir: filepath.Join(b.dataDir, metadataTopic+"-0"), NodeID: b.nodeID, ClusterID: clusterID, Logger: logger,
-	})
-	if err != nil {
+	if err := b.openMetadata(clusterID); err != nil {
 		return nil, fmt.Errorf("opening the metadata log: %w", err)
+	}
+	if node.Roles.Controller {
+		b.startController()
+	}
+	if !node.Roles.Broker {
+		started = true
+		return b, nil
+	}
+	if err := b.awaitQuorum(); err != nil {
+		return nil, err
 	}
 	if b.logs, err = storage.OpenManager(b.dataDir, logger); err != nil {
 		return nil, err
 	}
-	b.setupServer(advAddr)
-	if b.port == 0 { // listeners on port 0: advertise the port the kernel chose
-		b.port = int32(b.listener.Addr().(*net.TCPAddr).Port)
-	}
-	b.endpoints = []metadata.Endpoint{{Name: "PLAINTEXT", Host: b.host, Port: b.port, SecurityProtocol: "PLAINTEXT"}}
 	if err := b.startReplicas(); err != nil {
 		return nil, err
 	}
-	b.ctrl = controller.New(b.meta, controller.Options{
-		NodeID:          b.nodeID,
-		SessionTimeout:  time.Duration(cfg.Int64("broker.session.timeout.ms")) * time.Millisecond,
-		Combined:        true,
-		AdoptUnassigned: true,
-		AdoptEpoch:      b.adoptEpoch,
-		Logger:          logger,
-	})
-	b.goBackground(func() { b.ctrl.Run(b.ctx) })
-	b.channel = localChannel{b.ctrl}
 	if b.pids, err = openProducerIDs(b, filepath.Join(b.dataDir, "producer-id-block")); err != nil {
 		return nil, err
 	}
@@ -161,6 +154,176 @@ func New(cfg *config.Values, logger *slog.Logger, newMirrors NewMirrorsFunc) (*B
 	}
 	started = true
 	return b, nil
+}
+
+// bindListeners binds every listener: the broker listeners (one wire server each) and the
+// controller listener, which shares its port between the Kafka-protocol controller RPCs and
+// the raft streams of the metadata quorum (netmux). A broker-only node's raft streams come
+// on its inter-broker listener: the active controller's raft pushes the log to it.
+func (b *Broker) bindListeners() error {
+	ctrlName := ""
+	if l, ok := b.node.ControllerListener(); ok {
+		ctrlName = l.Name
+	}
+	for _, lc := range b.node.Listeners {
+		ln, err := net.Listen("tcp", lc.Addr())
+		if err != nil {
+			return fmt.Errorf("listeners: %s: %w", lc, err)
+		}
+		if lc.Port == 0 { // port 0: the port the kernel chose, advertised as such
+			lc.Port = ln.Addr().(*net.TCPAddr).Port
+		}
+		l := &listener{cfg: lc, ln: ln}
+		if lc.Name == ctrlName {
+			b.ctrlLn = l
+		} else if b.node.Roles.Broker {
+			b.listeners = append(b.listeners, l)
+		} else {
+			ln.Close()
+			continue
+		}
+	}
+	for _, adv := range b.node.AdvertisedListeners {
+		e := metadata.Endpoint{Name: adv.Name, Host: adv.Host, Port: int32(adv.Port), SecurityProtocol: adv.SecurityProtocol}
+		for _, l := range b.listeners {
+			if l.cfg.Name == adv.Name && adv.Port == 0 {
+				e.Port = int32(l.cfg.Port)
+			}
+			if l.cfg.Name == adv.Name && e.Host == "" {
+				e.Host = l.cfg.Host
+			}
+		}
+		if e.Host == "" {
+			e.Host, _ = os.Hostname()
+		}
+		b.endpoints = append(b.endpoints, e)
+	}
+	if len(b.endpoints) > 0 {
+		b.host, b.port = b.endpoints[0].Host, b.endpoints[0].Port
+	}
+	for _, l := range b.listeners {
+		l.server = b.newServer(brokerHandler{b, l.cfg.Name}, b.brokerVersions())
+	}
+	if b.ctrlLn != nil {
+		b.ctrlLn.server = b.newServer(controllerHandler{b}, controllerVersions())
+	}
+	return nil
+}
+
+func (b *Broker) newServer(h wire.Handler, v *wire.Versions) *wire.Server {
+	return &wire.Server{Versions: v, MaxRequestBytes: b.cfg.Int32("socket.request.max.bytes"), NewRequest: newRequest, Handler: h, Logger: b.logger}
+}
+
+// openMetadata opens the metadata log: the one-node mode (in memory, this node its only
+// voter) without a quorum config, else a voter or an observer of controller.quorum.voters
+// over TCP.
+func (b *Broker) openMetadata(clusterID string) error {
+	opts := metadata.Options{
+		Dir: filepath.Join(b.dataDir, metadataTopic+"-0"), NodeID: b.nodeID, ClusterID: clusterID, Logger: b.logger,
+	}
+	if !b.node.Legacy {
+		var raftOn *listener
+		if b.node.Roles.Controller {
+			raftOn = b.ctrlLn
+		} else {
+			for _, l := range b.listeners {
+				if l.cfg.Name == b.node.InterBrokerListenerName {
+					raftOn = l
+				}
+			}
+			for _, e := range b.endpoints {
+				if e.Name == b.node.InterBrokerListenerName {
+					opts.AdvertisedRaftAddr = net.JoinHostPort(e.Host, strconv.Itoa(int(e.Port)))
+				}
+			}
+		}
+		if raftOn == nil {
+			return fmt.Errorf("no listener to carry the metadata quorum's raft streams (controller.listener.names, inter.broker.listener.name)")
+		}
+		mux := netmux.New(raftOn.ln, b.logger)
+		b.muxes = append(b.muxes, mux)
+		opts.RaftListener = mux.Claim(netmux.RaftByte)
+		raftOn.ln = mux.Default()
+		go mux.Serve()
+		for _, v := range b.node.Voters {
+			opts.Voters = append(opts.Voters, metadata.Voter{ID: v.ID, Addr: v.Addr()})
+		}
+		opts.ControllerRole = b.node.Roles.Controller
+		opts.ElectionTimeout = time.Duration(b.cfg.Int64("controller.quorum.election.timeout.ms")) * time.Millisecond
+		opts.FetchTimeout = time.Duration(b.cfg.Int64("controller.quorum.fetch.timeout.ms")) * time.Millisecond
+		opts.Forward = b.forwardRecords
+	}
+	var err error
+	b.meta, err = metadata.Open(opts)
+	return err
+}
+
+// forwardRecords carries a metadata write of this node to the active controller
+// (metadata.Options.Forward).
+func (b *Broker) forwardRecords(ctx context.Context, batch []byte) (uint64, error) {
+	if b.channel == nil {
+		return 0, fmt.Errorf("%w: the controller channel is not open yet", metadata.ErrNotController)
+	}
+	resp, err := b.channel.Request(ctx, &controller.ApplyRecordsRequest{Batch: batch})
+	if err != nil {
+		return 0, fmt.Errorf("%w: %v", metadata.ErrNotController, err)
+	}
+	r := resp.(*controller.ApplyRecordsResponse)
+	if err := controller.ApplyError(r); err != nil {
+		return 0, err
+	}
+	return uint64(r.Offset), nil
+}
+
+// startController runs this node's controller (the active one while it leads the quorum)
+// and serves the controller listener.
+func (b *Broker) startController() {
+	b.ctrl = controller.New(b.meta, controller.Options{
+		NodeID:              b.nodeID,
+		SessionTimeout:      time.Duration(b.cfg.Int64("broker.session.timeout.ms")) * time.Millisecond,
+		Combined:            b.node.Roles.Broker,
+		AdoptUnassigned:     b.node.Legacy,
+		AdoptEpoch:          b.adoptEpoch,
+		InterBrokerListener: b.node.InterBrokerListenerName,
+		Logger:              b.logger,
+	})
+	b.goBackground(func() { b.ctrl.Run(b.ctx) })
+	if b.ctrlLn != nil {
+		b.goBackground(func() { b.ctrlLn.server.Serve(b.ctrlLn.ln) })
+	}
+}
+
+// awaitQuorum opens the controller channel and, on a multi-node quorum, waits until an
+// active controller exists and this node's image holds the log it had at start (logging
+// while it waits); a node of another cluster fails here.
+func (b *Broker) awaitQuorum() error {
+	if b.node.Legacy {
+		b.channel = localChannel{b.ctrl}
+		return nil
+	}
+	var voters []metadata.Voter
+	for _, v := range b.node.Voters {
+		voters = append(voters, metadata.Voter{ID: v.ID, Addr: v.Addr()})
+	}
+	b.channel = newRemoteChannel(b.nodeID, b.ctrl, func() (int32, bool) {
+		id, _, ok := b.meta.Leader()
+		return id, ok
+	}, voters)
+	for {
+		ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+		_, _, err := b.meta.WaitForLeader(ctx)
+		if err == nil {
+			err = b.meta.WaitReplayed(ctx)
+		}
+		cancel()
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, metadata.ErrInconsistentClusterID), b.ctx.Err() != nil:
+			return err
+		}
+		b.logger.Warn("waiting for the metadata quorum to elect an active controller", "controller.quorum.voters", b.cfg.String("controller.quorum.voters"), "err", err)
+	}
 }
 
 // startReplicas deletes stray logs, opens the partitions the image gives this broker and
@@ -208,7 +371,10 @@ func (b *Broker) adoptEpoch(topic string, p int32) int32 {
 // then on.
 func (b *Broker) joinCluster() error {
 	b.life = newLifecycle(b, time.Duration(b.cfg.Int64("broker.heartbeat.interval.ms"))*time.Millisecond)
-	ctx, cancel := context.WithTimeout(b.ctx, startTimeout)
+	ctx, cancel := b.ctx, context.CancelFunc(func() {})
+	if b.node.Legacy { // its own controller answers at once
+		ctx, cancel = context.WithTimeout(b.ctx, startTimeout)
+	}
 	defer cancel()
 	if err := b.life.register(ctx); err != nil {
 		return err
@@ -229,58 +395,87 @@ func (b *Broker) goBackground(fn func()) {
 	go func() { defer b.bg.Done(); fn() }()
 }
 
-// setupServer prepares the wire server and the advertised address.
-func (b *Broker) setupServer(adv string) {
-	host, port, _ := net.SplitHostPort(adv)
-	p, _ := strconv.Atoi(port)
-	b.host, b.port = host, int32(p)
-	b.server = &wire.Server{
-		Versions:        wire.DefaultVersions(),
-		MaxRequestBytes: b.cfg.Int32("socket.request.max.bytes"),
-		NewRequest:      newRequest,
-		Handler:         b,
-		Logger:          b.logger,
-	}
+// brokerVersions is the version table of the broker listeners: the standard APIs and,
+// with mirroring, the mirror admin RPCs.
+func (b *Broker) brokerVersions() *wire.Versions {
+	v := wire.DefaultVersions()
+	v.Register(kmsg.DescribeQuorum.Int16(), wire.VersionRange{Min: 0, Max: 2})
 	for _, api := range mirrorproto.APIs() {
 		if b.newMirrors == nil {
 			break
 		}
 		switch api.Name {
 		case "ReadMirrorStates", "WriteMirrorStates", "BumpLeaderEpochs":
-			continue // inter-broker; single-node kmirror has no peers
+			continue // inter-broker, not yet served
 		}
-		b.server.Versions.Register(api.Key, wire.VersionRange{Min: api.MinVersion, Max: api.MaxVersion})
+		v.Register(api.Key, wire.VersionRange{Min: api.MinVersion, Max: api.MaxVersion})
 	}
+	return v
 }
 
-// newRequest returns an empty standard request or mirror RPC for key.
+// newRequest returns an empty standard request, mirror RPC or ApplyRecords for key.
 func newRequest(key int16) kmsg.Request {
 	if r := kmsg.RequestForKey(key); r != nil {
 		return r
 	}
+	if key == controller.ApplyRecordsKey {
+		return &controller.ApplyRecordsRequest{}
+	}
 	return mirrorproto.NewRequest(key)
 }
 
-// Addr is the advertised host:port.
+// Addr is the advertised host:port of the first broker listener.
 func (b *Broker) Addr() string { return net.JoinHostPort(b.host, strconv.Itoa(int(b.port))) }
 
-// Serve accepts connections on the listener New bound, until Shutdown.
+// Serve accepts client connections on the broker listeners New bound, until Shutdown; on a
+// controller-only node it waits for Shutdown.
 func (b *Broker) Serve() error {
-	b.goBackground(func() {
-		b.logs.RunBackground(b.ctx, b.cfg.Int64("log.retention.check.interval.ms"), 1000)
-	})
-	if b.cfg.Bool("log.cleaner.enable") {
-		b.goBackground(func() { b.logs.RunCleaner(b.ctx, b.cfg.Int64("log.cleaner.backoff.ms")) })
+	if b.logs != nil {
+		b.goBackground(func() {
+			b.logs.RunBackground(b.ctx, b.cfg.Int64("log.retention.check.interval.ms"), 1000)
+		})
+		if b.cfg.Bool("log.cleaner.enable") {
+			b.goBackground(func() { b.logs.RunCleaner(b.ctx, b.cfg.Int64("log.cleaner.backoff.ms")) })
+		}
 	}
-	b.logger.Info("kmirror broker serving", "node.id", b.nodeID, "listener", b.listener.Addr().String(), "advertised", b.Addr(), "cluster.id", b.meta.Image().ClusterID, "log.dirs", b.dataDir)
-	return b.server.Serve(b.listener)
+	b.logger.Info("kmirror node serving", "node.id", b.nodeID, "process.roles", b.node.Roles.String(), "advertised", fmt.Sprint(b.endpoints),
+		"cluster.id", b.meta.Image().ClusterID, "log.dirs", b.dataDir)
+	if len(b.listeners) == 0 {
+		<-b.ctx.Done()
+		return nil
+	}
+	errc := make(chan error, len(b.listeners))
+	for _, l := range b.listeners {
+		go func() { errc <- l.server.Serve(l.ln) }()
+	}
+	var first error
+	for range b.listeners {
+		if err := <-errc; err != nil && first == nil {
+			first = err
+			for _, l := range b.listeners {
+				l.server.Shutdown(context.Background())
+			}
+		}
+	}
+	return first
 }
 
-// Shutdown answers in-flight requests, stops the mirror fetchers and the coordinators,
-// flushes every log and writes the checkpoints (Kafka's controlled shutdown).
+// Shutdown moves this broker's leaderships away first (a controlled shutdown, in a
+// multi-node cluster), then answers in-flight requests, stops the mirror fetchers and the
+// coordinators, flushes every log and writes the checkpoints.
 func (b *Broker) Shutdown(ctx context.Context) {
-	if b.server != nil {
-		b.server.Shutdown(ctx)
+	if b.life != nil && !b.node.Legacy {
+		sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		b.life.controlledShutdown(sctx)
+		cancel()
+	}
+	for _, l := range b.listeners {
+		if l.server != nil {
+			l.server.Shutdown(ctx)
+		}
+	}
+	if b.ctrlLn != nil && b.ctrlLn.server != nil {
+		b.ctrlLn.server.Shutdown(ctx)
 	}
 	b.close()
 }
@@ -295,6 +490,14 @@ func (b *Broker) close() {
 	}
 	if b.groups != nil {
 		b.groups.Close()
+	}
+	for _, l := range append(b.listeners, b.ctrlLn) {
+		if l != nil && l.ln != nil {
+			l.ln.Close()
+		}
+	}
+	for _, m := range b.muxes {
+		m.Close()
 	}
 	b.bg.Wait()
 	if b.rm != nil {
@@ -313,9 +516,33 @@ func (b *Broker) close() {
 	}
 }
 
+// brokerHandler serves one broker listener; the listener's name selects the endpoints
+// Metadata answers (Kafka answers each listener with its own endpoints).
+type brokerHandler struct {
+	b    *Broker
+	name string
+}
+
+type listenerKey struct{}
+
+func (h brokerHandler) Handle(ctx context.Context, req *wire.Request) kmsg.Response {
+	return h.b.Handle(context.WithValue(ctx, listenerKey{}, h.name), req)
+}
+
+// listenerOf is the name of the listener a request came on (the first broker listener
+// when not known).
+func (b *Broker) listenerOf(ctx context.Context) string {
+	if n, ok := ctx.Value(listenerKey{}).(string); ok {
+		return n
+	}
+	return b.clientListener()
+}
+
 // Handle dispatches one request to its handler (wire.Handler).
 func (b *Broker) Handle(ctx context.Context, req *wire.Request) kmsg.Response {
 	switch r := req.Body.(type) {
+	case *kmsg.DescribeQuorumRequest:
+		return b.handleDescribeQuorum(ctx, r)
 	case *kmsg.ProduceRequest:
 		return b.handleProduce(ctx, r)
 	case *kmsg.FetchRequest:
@@ -325,7 +552,7 @@ func (b *Broker) Handle(ctx context.Context, req *wire.Request) kmsg.Response {
 	case *kmsg.MetadataRequest:
 		return b.handleMetadata(ctx, r)
 	case *kmsg.DescribeClusterRequest:
-		return b.handleDescribeCluster(r)
+		return b.handleDescribeCluster(ctx, r)
 	case *kmsg.CreateTopicsRequest:
 		return b.handleCreateTopics(ctx, r)
 	case *kmsg.DeleteTopicsRequest:
@@ -461,24 +688,4 @@ func hostOf(a net.Addr) string {
 		return ta.IP.String()
 	}
 	return a.String()
-}
-
-// listenerAddr turns "PLAINTEXT://host:port" (the first of a list) into host:port.
-func listenerAddr(l string) (string, error) {
-	l = strings.TrimSpace(strings.Split(l, ",")[0])
-	if i := strings.Index(l, "://"); i >= 0 {
-		proto := l[:i]
-		if !strings.EqualFold(proto, "PLAINTEXT") {
-			return "", fmt.Errorf("listener %q: only PLAINTEXT listeners are supported", l)
-		}
-		l = l[i+3:]
-	}
-	host, port, err := net.SplitHostPort(l)
-	if err != nil {
-		return "", fmt.Errorf("listener %q: %v", l, err)
-	}
-	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
-		return "", fmt.Errorf("listener %q: bad port", l)
-	}
-	return net.JoinHostPort(host, port), nil
 }

@@ -163,3 +163,13 @@ func (c *remoteChannel) Close() {
 	}
 	c.clients = nil
 }
+
+// errorCodeOfErr is the Kafka error code of a controller-channel failure: the Kafka error
+// itself, else REQUEST_TIMED_OUT (no active controller answered in time).
+func errorCodeOfErr(err error) int16 {
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return ke.Code
+	}
+	return kerr.RequestTimedOut.Code
+}

@@ -46,7 +46,7 @@ func (b *Broker) fetchLongPoll(ctx context.Context, req *kmsg.FetchRequest, d *f
 	deadline := time.Now().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
 	for {
 		waits := b.fetchWaitChannels(req)
-		resp, bytes, anyError := b.fetchOnce(req, d)
+		resp, bytes, anyError := b.fetchOnce(ctx, req, d)
 		if bytes >= int(req.MinBytes) || anyError || req.MaxWaitMillis <= 0 {
 			return resp
 		}
@@ -57,7 +57,7 @@ func (b *Broker) fetchLongPoll(ctx context.Context, req *kmsg.FetchRequest, d *f
 		d.release() // resp is dropped: it is read again
 		if !waitAny(ctx, waits, remaining) {
 			// Timed out or the connection/server is closing: answer with what we have.
-			resp, _, _ = b.fetchOnce(req, d)
+			resp, _, _ = b.fetchOnce(ctx, req, d)
 			return resp
 		}
 	}
@@ -129,7 +129,8 @@ func (b *Broker) fetchPartitionOf(version int16, rt kmsg.FetchRequestTopic, p in
 // fetchOnce reads every requested partition once. It returns the response, the number
 // of record bytes in it, and whether any partition carries an error or a diverging
 // epoch (those are answered at once).
-func (b *Broker) fetchOnce(req *kmsg.FetchRequest, d *fetchData) (*kmsg.FetchResponse, int, bool) {
+func (b *Broker) fetchOnce(ctx context.Context, req *kmsg.FetchRequest, d *fetchData) (*kmsg.FetchResponse, int, bool) {
+	listener := b.listenerOf(ctx)
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	maxBytes := int(req.MaxBytes)
 	if maxBytes <= 0 {
@@ -161,7 +162,7 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest, d *fetchData) (*kmsg.FetchRes
 						name = b.rm.Image().TopicsByID[rt.TopicID].Name
 					}
 					sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = b.currentLeader(name, rp.Partition)
-					b.addFetchLeader(resp, sp.CurrentLeader.LeaderID)
+					b.addFetchLeader(resp, sp.CurrentLeader.LeaderID, listener)
 				}
 				anyError = true
 				st.Partitions = append(st.Partitions, sp)
@@ -244,7 +245,7 @@ func (b *Broker) fetchPartition(part *partition.Partition, d *fetchData, k range
 
 // addFetchLeader adds leader id's endpoint to a Fetch v16+ response (KIP-951
 // NodeEndpoints), once.
-func (b *Broker) addFetchLeader(resp *kmsg.FetchResponse, id int32) {
+func (b *Broker) addFetchLeader(resp *kmsg.FetchResponse, id int32, listener string) {
 	if id < 0 || resp.Version < 16 {
 		return
 	}
@@ -254,7 +255,7 @@ func (b *Broker) addFetchLeader(resp *kmsg.FetchResponse, id int32) {
 		}
 	}
 	im := b.rm.Image()
-	if e, ok := b.endpointOf(im, id); ok {
+	if e, ok := b.endpointOf(im, id, listener); ok {
 		br := kmsg.NewFetchResponseBroker()
 		br.NodeID, br.Host, br.Port = id, e.Host, e.Port
 		if r := im.Brokers[id].Rack; r != "" {

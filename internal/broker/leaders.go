@@ -40,15 +40,21 @@ func (b *Broker) currentLeader(topic string, p int32) (int32, int32) {
 	return reg.Leader, reg.LeaderEpoch
 }
 
-// endpointOf is broker id's endpoint on the listener clients use, false when it is not
+// endpointOf is broker id's endpoint on the listener named listener, false when it is not
 // registered or has no such endpoint.
-func (b *Broker) endpointOf(im *metadata.Image, id int32) (metadata.Endpoint, bool) {
+func (b *Broker) endpointOf(im *metadata.Image, id int32, listener string) (metadata.Endpoint, bool) {
 	br, ok := im.Brokers[id]
 	if !ok {
 		return metadata.Endpoint{}, false
 	}
-	return br.Endpoint(b.clientListener())
+	return br.Endpoint(listener)
 }
 
-// clientListener names the listener clients connect to.
-func (b *Broker) clientListener() string { return b.endpoints[0].Name }
+// clientListener names the first broker listener, the one of requests whose listener is
+// not known.
+func (b *Broker) clientListener() string {
+	if len(b.endpoints) == 0 {
+		return ""
+	}
+	return b.endpoints[0].Name
+}

@@ -62,7 +62,8 @@ func (lc *lifecycle) register(ctx context.Context) error {
 	}
 	for _, e := range lc.b.endpoints {
 		l := kmsg.NewBrokerRegistrationRequestListener()
-		l.Name, l.Host, l.Port, l.SecurityProtocol = e.Name, e.Host, uint16(e.Port), 0 // PLAINTEXT
+		l.Name, l.Host, l.Port = e.Name, e.Host, uint16(e.Port)
+		l.SecurityProtocol = securityProtocolIDs[e.SecurityProtocol]
 		req.Listeners = append(req.Listeners, l)
 	}
 	for {
@@ -203,3 +204,6 @@ func (lc *lifecycle) controlledShutdown(ctx context.Context) {
 		}
 	}
 }
+
+// securityProtocolIDs are Kafka's SecurityProtocol IDs of the registration's listeners.
+var securityProtocolIDs = map[string]int16{"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}

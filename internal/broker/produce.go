@@ -17,7 +17,7 @@ import (
 	"github.com/kmirror/kmirror/internal/storage"
 )
 
-func (b *Broker) handleProduce(_ context.Context, req *kmsg.ProduceRequest) kmsg.Response {
+func (b *Broker) handleProduce(ctx context.Context, req *kmsg.ProduceRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	badAcks := req.Acks != 0 && req.Acks != 1 && req.Acks != -1
 	now := time.Now().UnixMilli()
@@ -68,7 +68,7 @@ func (b *Broker) handleProduce(_ context.Context, req *kmsg.ProduceRequest) kmsg
 	}
 	if req.Version >= 10 {
 		for id := range leaders {
-			if e, ok := b.endpointOf(im, id); ok {
+			if e, ok := b.endpointOf(im, id, b.listenerOf(ctx)); ok {
 				br := kmsg.NewProduceResponseBroker()
 				br.NodeID, br.Host, br.Port = id, e.Host, e.Port
 				if r := im.Brokers[id].Rack; r != "" {

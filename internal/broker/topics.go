@@ -47,8 +47,9 @@ func isInternalTopic(name string) bool {
 func (b *Broker) handleMetadata(ctx context.Context, req *kmsg.MetadataRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	im := b.rm.Image()
-	for _, br := range b.aliveBrokers(im) {
-		e, _ := br.Endpoint(b.clientListener())
+	listener := b.listenerOf(ctx)
+	for _, br := range b.aliveBrokers(im, listener) {
+		e, _ := br.Endpoint(listener)
 		mb := kmsg.NewMetadataResponseBroker()
 		mb.NodeID, mb.Host, mb.Port = br.ID, e.Host, e.Port
 		if br.Rack != "" {
@@ -57,7 +58,7 @@ func (b *Broker) handleMetadata(ctx context.Context, req *kmsg.MetadataRequest) 
 		resp.Brokers = append(resp.Brokers, mb)
 	}
 	resp.ClusterID = strp(b.ClusterID())
-	resp.ControllerID = b.controllerIDForClients(im)
+	resp.ControllerID = b.controllerIDForClients(im, listener)
 	var topics []*metadata.Topic
 	if req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0) {
 		for _, name := range im.TopicNames() {
@@ -117,13 +118,14 @@ func (b *Broker) handleMetadata(ctx context.Context, req *kmsg.MetadataRequest) 
 	return resp
 }
 
-// aliveBrokers are the brokers clients may talk to: registered and unfenced, by ID (as
-// Kafka's KRaftMetadataCache.getAliveBrokerNodes, which leaves fenced brokers out).
-func (b *Broker) aliveBrokers(im *metadata.Image) []*metadata.BrokerRegistration {
+// aliveBrokers are the brokers clients of listener may talk to: registered, unfenced and
+// with an endpoint on that listener, by ID (as Kafka's
+// KRaftMetadataCache.getAliveBrokerNodes, which leaves fenced brokers out).
+func (b *Broker) aliveBrokers(im *metadata.Image, listener string) []*metadata.BrokerRegistration {
 	var out []*metadata.BrokerRegistration
 	for _, id := range im.BrokerIDs() {
 		if br := im.Brokers[id]; !br.Fenced {
-			if _, ok := br.Endpoint(b.clientListener()); ok {
+			if _, ok := br.Endpoint(listener); ok {
 				out = append(out, br)
 			}
 		}
@@ -135,8 +137,8 @@ func (b *Broker) aliveBrokers(im *metadata.Image) []*metadata.BrokerRegistration
 // clients: KRaft controllers are not reachable on client listeners, so Kafka answers an
 // alive broker; kmirror answers the active controller's node when it is an alive broker,
 // else the lowest alive broker ID (−1 when none).
-func (b *Broker) controllerIDForClients(im *metadata.Image) int32 {
-	alive := b.aliveBrokers(im)
+func (b *Broker) controllerIDForClients(im *metadata.Image, listener string) int32 {
+	alive := b.aliveBrokers(im, listener)
 	if id, ok := b.activeControllerID(); ok {
 		for _, br := range alive {
 			if br.ID == id {
@@ -285,15 +287,16 @@ func (b *Broker) CreatePartitions(ctx context.Context, name string, count int32)
 	}
 }
 
-func (b *Broker) handleDescribeCluster(req *kmsg.DescribeClusterRequest) kmsg.Response {
+func (b *Broker) handleDescribeCluster(ctx context.Context, req *kmsg.DescribeClusterRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
 	resp.EndpointType = req.EndpointType
 	resp.ClusterID = b.ClusterID()
 	im := b.rm.Image()
-	resp.ControllerID = b.controllerIDForClients(im)
+	listener := b.listenerOf(ctx)
+	resp.ControllerID = b.controllerIDForClients(im, listener)
 	resp.ClusterAuthorizedOperations = -2147483648
-	for _, br := range b.aliveBrokers(im) {
-		e, _ := br.Endpoint(b.clientListener())
+	for _, br := range b.aliveBrokers(im, listener) {
+		e, _ := br.Endpoint(listener)
 		db := kmsg.NewDescribeClusterResponseBroker()
 		db.NodeID, db.Host, db.Port = br.ID, e.Host, e.Port
 		if br.Rack != "" {

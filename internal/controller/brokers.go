@@ -8,7 +8,9 @@ package controller
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -88,9 +90,40 @@ func (c *Controller) RegisterBroker(ctx context.Context, req *kmsg.BrokerRegistr
 	c.mu.Lock()
 	c.sessions[req.BrokerID] = &session{lastContact: time.Now(), metadataOffset: -1}
 	c.mu.Unlock()
+	c.admitObserver(ctx, b)
 	c.log.Info("registered broker", "broker", b.ID, "brokerEpoch", b.Epoch, "endpoints", fmt.Sprint(b.Endpoints), "rack", b.Rack)
 	resp.BrokerEpoch = b.Epoch
 	return resp
+}
+
+// admitObserver makes a broker that is not a voter an observer of the metadata quorum
+// (a raft non-voter reached on its inter-broker endpoint), so that the log reaches it.
+// A failure is logged; the broker's heartbeats retry it while it is not caught up.
+func (c *Controller) admitObserver(ctx context.Context, b *metadata.BrokerRegistration) {
+	q, ok := c.q.(Observers)
+	if !ok {
+		return
+	}
+	e, ok := b.Endpoint(c.opts.InterBrokerListener)
+	if !ok {
+		return
+	}
+	addr := net.JoinHostPort(e.Host, strconv.Itoa(int(e.Port)))
+	for _, v := range q.Voters() {
+		if v.ID == b.ID {
+			return
+		}
+	}
+	for _, o := range q.Observers() {
+		if o.ID == b.ID && o.Addr == addr {
+			return
+		}
+	}
+	if err := q.AddNonvoter(ctx, b.ID, addr); err != nil {
+		c.log.Warn("adding a broker to the metadata quorum as an observer", "broker", b.ID, "addr", addr, "err", err)
+		return
+	}
+	c.log.Info("added a broker to the metadata quorum as an observer", "broker", b.ID, "addr", addr)
 }
 
 // liveSession reports whether broker id heartbeated within the session timeout.
@@ -130,6 +163,9 @@ func (c *Controller) Heartbeat(ctx context.Context, req *kmsg.BrokerHeartbeatReq
 	c.sessions[b.ID] = &session{lastContact: time.Now(), metadataOffset: req.CurrentMetadataOffset}
 	c.mu.Unlock()
 	caughtUp := req.CurrentMetadataOffset >= b.Epoch
+	if !caughtUp {
+		c.admitObserver(ctx, b)
+	}
 	var recs []metadata.Record
 	var what string
 	switch {

@@ -56,8 +56,19 @@ type Options struct {
 	AdoptUnassigned bool
 	// AdoptEpoch is the leader epoch an adopted partition keeps (its log's); nil: 0.
 	AdoptEpoch func(topic string, partition int32) int32
+	// InterBrokerListener is inter.broker.listener.name: a broker-only node's endpoint on it
+	// is where the quorum's raft reaches it, as an observer (AddNonvoter).
+	InterBrokerListener string
 	// Logger receives the controller's decisions; nil discards them.
 	Logger *slog.Logger
+}
+
+// Observers is the part of the quorum that admits broker-only nodes as observers
+// (*metadata.Controller); a Quorum without it has no observers.
+type Observers interface {
+	Voters() []metadata.Voter
+	Observers() []metadata.Voter
+	AddNonvoter(ctx context.Context, id int32, addr string) error
 }
 
 // Controller is the active-controller logic of one node. Its request handlers answer

@@ -85,6 +85,13 @@ type Options struct {
 	// means 10 s. With Voters, Open does not wait (see Open).
 	OpenTimeout time.Duration
 
+	// Forward, when set, carries a batch that Apply is given on a node that is not the
+	// active controller to the active controller (the ApplyRecords RPC) and returns the
+	// metadata offset it was applied at, or the error it was refused with (the same
+	// sentinels as Apply's); Apply then waits until the local image reaches that offset.
+	// Nil: Apply off the active controller fails with ErrNotController.
+	Forward func(ctx context.Context, batch []byte) (offset uint64, err error)
+
 	// Voters are the voters of the metadata quorum (controller.quorum.voters), each a node
 	// ID and the host:port of its controller listener, where its raft streams are served.
 	// Empty selects the one-node mode: an in-memory transport, this node the only voter.
@@ -144,6 +151,7 @@ type Controller struct {
 	// mode when it is generated).
 	clusterID string
 	quorum    *quorum // nil in the one-node mode
+	fwd       func(ctx context.Context, batch []byte) (uint64, error)
 	// replayIndex is the last index of the local log when raft started (WaitReplayed).
 	replayIndex uint64
 	// fsmIndex is the raft index of the last command the state machine has processed
@@ -223,7 +231,7 @@ func Open(opts Options) (*Controller, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Controller{
-		fsm: newFSM(log), store: store, log: log, nodeID: opts.NodeID, clusterID: opts.ClusterID, quorum: q,
+		fsm: newFSM(log), store: store, log: log, nodeID: opts.NodeID, clusterID: opts.ClusterID, quorum: q, fwd: opts.Forward,
 		ctx: ctx, cancel: cancel, done: make(chan struct{}), appliedCh: make(chan struct{}), failed: make(chan struct{}),
 	}
 	if err := c.start(opts, deadline); err != nil {
@@ -379,18 +387,20 @@ func (c *Controller) Image() *Image { return c.fsm.image.Load() }
 // ErrTopicExists, ErrUnknownTopic, ErrInvalidPartitions, ErrUnknownMirror, ErrMirrorExists
 // or ErrInvalidRecord (wrapped with details). ErrNotController when this node cannot write:
 // on a node that is not the active controller it comes at once, before the records are
-// checked. If ctx ends first, Apply returns ctx.Err(), and the batch may still be applied
-// later. Apply with no records returns the current image.
+// checked, unless Options.Forward carries the batch to the active controller (the image
+// returned is then this node's once it includes the batch). If ctx ends first, Apply
+// returns ctx.Err(), and the batch may still be applied later. Apply with no records
+// returns the current image.
 func (c *Controller) Apply(ctx context.Context, recs ...Record) (*Image, error) {
 	if len(recs) == 0 {
 		return c.Image(), nil
 	}
-	if !c.IsLeader() {
-		return nil, c.notController()
-	}
 	data, err := encodeBatch(recs)
 	if err != nil {
 		return nil, err
+	}
+	if !c.IsLeader() {
+		return c.forward(ctx, data)
 	}
 	decoded, err := decodeBatch(data)
 	if err != nil {
@@ -404,6 +414,9 @@ func (c *Controller) Apply(ctx context.Context, recs ...Record) (*Image, error) 
 	}
 	f := c.raft.Apply(data, 0)
 	if err := c.await(ctx, f, "raft apply"); err != nil {
+		if errors.Is(err, ErrNotController) && c.fwd != nil {
+			return c.forward(ctx, data) // leadership lost before the batch was committed
+		}
 		return nil, err
 	}
 	switch v := f.Response().(type) {
@@ -414,6 +427,22 @@ func (c *Controller) Apply(ctx context.Context, recs ...Record) (*Image, error) 
 	default:
 		return nil, fmt.Errorf("metadata: unexpected apply response %T", v)
 	}
+}
+
+// forward sends an encoded batch to the active controller through Options.Forward and
+// waits until this node's image includes it; ErrNotController without Forward.
+func (c *Controller) forward(ctx context.Context, data []byte) (*Image, error) {
+	if c.fwd == nil {
+		return nil, c.notController()
+	}
+	offset, err := c.fwd(ctx, data)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.WaitApplied(ctx, offset); err != nil {
+		return nil, err
+	}
+	return c.Image(), nil
 }
 
 // Subscribe returns a channel that receives a signal after every applied batch (and after a

@@ -62,6 +62,16 @@ func DefaultVersions() *Versions {
 	return v
 }
 
+// NewVersions returns a table serving exactly ranges (a listener that serves other APIs
+// than the broker's, such as the controller listener).
+func NewVersions(ranges map[int16]VersionRange) *Versions {
+	v := &Versions{ranges: map[int16]VersionRange{}}
+	for k, r := range ranges {
+		v.ranges[k] = r
+	}
+	return v
+}
+
 // Register adds or replaces the range served for key.
 func (v *Versions) Register(key int16, r VersionRange) { v.ranges[key] = r }
 
