@@ -55,6 +55,7 @@ type Broker struct {
 	endpoints []metadata.Endpoint // advertised listeners, as registered
 	logger    *slog.Logger
 	dataDir   string
+	clusterID string // from meta.properties; the image's once the quorum wrote it
 
 	listeners []*listener   // broker listeners (empty on a controller-only node)
 	ctrlLn    *listener     // the controller listener (nil on a broker-only or one-node node)
@@ -120,11 +121,10 @@ func New(cfg *config.Values, logger *slog.Logger, newMirrors NewMirrorsFunc) (*B
 	if err := os.MkdirAll(b.dataDir, 0o755); err != nil {
 		return nil, err
 	}
-	clusterID, err := config.CheckFormatted(b.dataDir, node, "")
-	if err != nil {
+	if b.clusterID, err = config.CheckFormatted(b.dataDir, node, ""); err != nil {
 		return nil, err
 	}
-	if err := b.openMetadata(clusterID); err != nil {
+	if err := b.openMetadata(b.clusterID); err != nil {
 		return nil, fmt.Errorf("opening the metadata log: %w", err)
 	}
 	if node.Roles.Controller {
@@ -618,7 +618,12 @@ func (b *Broker) Handle(ctx context.Context, req *wire.Request) kmsg.Response {
 }
 
 // ClusterID is the cluster ID from meta.properties (mirror.Local).
-func (b *Broker) ClusterID() string { return b.meta.Image().ClusterID }
+func (b *Broker) ClusterID() string {
+	if id := b.meta.Image().ClusterID; id != "" {
+		return id
+	}
+	return b.clusterID
+}
 
 // NodeID is node.id (mirror.Local).
 func (b *Broker) NodeID() int32 { return b.nodeID }
