@@ -22,7 +22,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/kmirror/kmirror/internal/group"
 	"github.com/kmirror/kmirror/internal/record"
 )
 
@@ -49,13 +48,12 @@ type MarkerWriter interface {
 	WriteMarker(m Marker) error
 }
 
-// OffsetStore is the group coordinator as the transaction coordinator needs it
-// (implemented by *group.Coordinator).
-type OffsetStore interface {
+// Groups is the group coordinator as the transaction coordinator needs it
+// (implemented by *group.Coordinator): AddOffsetsToTxn adds the group's partition of
+// __consumer_offsets to the transaction.
+type Groups interface {
 	// PartitionFor is the __consumer_offsets partition of a group.
 	PartitionFor(groupID string) int32
-	// CommitTxnOffsets makes a committed transaction's offsets visible.
-	CommitTxnOffsets(groupID string, offsets []group.TxnOffset) error
 }
 
 // Options configures a Coordinator; zero values take Kafka's defaults (noted per field).
@@ -75,7 +73,7 @@ type Options struct {
 	// NewProducerID allocates a producer ID (Kafka's ProducerIdManager).
 	NewProducerID func() (int64, error)
 	Markers       MarkerWriter
-	Offsets       OffsetStore
+	Groups        Groups
 	Logger        *slog.Logger
 }
 
@@ -126,8 +124,7 @@ const coordinatorEpoch = 0
 // Load replays every partition of __transaction_state when the topic exists (later
 // records win, tombstones delete; Kafka's TransactionStateManager.loadTransactionsForTxnTopicPartition),
 // then completes transactions left in PrepareCommit/PrepareAbort by writing their
-// markers, and aborts Ongoing transactions holding pending offsets (which are not
-// durable). topicExists reports whether __transaction_state exists.
+// markers. topicExists reports whether __transaction_state exists.
 func (c *Coordinator) Load(topicExists bool) error {
 	if !topicExists {
 		return nil
@@ -141,18 +138,23 @@ func (c *Coordinator) Load(topicExists bool) error {
 		if err != nil {
 			return err
 		}
-		err = l.Scan(func(_ int64, key, value []byte) error {
-			id, s, err := decodeRecord(key, value)
-			if err != nil {
-				c.log.Warn("skipping an unreadable transaction log record", "partition", p, "err", err)
+		_, err = l.Scan(0, func(b record.Batch) error {
+			if b.IsControl() {
 				return nil
 			}
-			if s == nil {
-				delete(loaded, id)
-			} else {
-				loaded[id] = s
-			}
-			return nil
+			return record.ForEach(b, func(_, _ int64, key, value []byte) error {
+				id, s, err := decodeRecord(key, value)
+				if err != nil {
+					c.log.Warn("skipping an unreadable transaction log record", "partition", p, "err", err)
+					return nil
+				}
+				if s == nil {
+					delete(loaded, id)
+				} else {
+					loaded[id] = s
+				}
+				return nil
+			})
 		})
 		if err != nil {
 			return fmt.Errorf("loading %s-%d: %w", TopicName, p, err)
@@ -178,26 +180,10 @@ func (c *Coordinator) Load(topicExists bool) error {
 			if err := c.completeLocked(t); err != nil {
 				c.log.Warn("completing a loaded transaction; retried later", "transactional.id", t.id, "err", err)
 			}
-		case Ongoing:
-			if c.hasOffsetsPartition(t) {
-				c.log.Info("aborting a loaded transaction whose pending offsets were lost", "transactional.id", t.id)
-				if err := c.fenceAndAbortLocked(t); err != nil {
-					c.log.Warn("aborting a loaded transaction; retried later", "transactional.id", t.id, "err", err)
-				}
-			}
 		}
 		t.mu.Unlock()
 	}
 	return nil
-}
-
-func (c *Coordinator) hasOffsetsPartition(t *txnMetadata) bool {
-	for tp := range t.partitions {
-		if tp.Topic == group.TopicName {
-			return true
-		}
-	}
-	return false
 }
 
 // Run aborts timed-out transactions and removes expired transactional IDs every

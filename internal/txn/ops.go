@@ -240,15 +240,18 @@ func (c *Coordinator) AddOffsets(id string, pid int64, epoch int16, groupID stri
 	if groupID == "" {
 		return kerr.InvalidGroupID
 	}
-	return c.AddPartitions(id, pid, epoch, []TopicPartition{{group.TopicName, c.opts.Offsets.PartitionFor(groupID)}})
+	return c.AddPartitions(id, pid, epoch, []TopicPartition{{group.TopicName, c.opts.Groups.PartitionFor(groupID)}})
 }
 
-// AddTxnOffsets holds the offsets of a TxnOffsetCommit pending in the transaction until
-// it commits (they are dropped on abort). The group's partition must have been added
-// with AddOffsetsToTxn and the transaction must be Ongoing (Kafka 3.6+'s transaction
-// verification). Errors: INVALID_PRODUCER_ID_MAPPING, INVALID_PRODUCER_EPOCH,
-// INVALID_TXN_STATE, COORDINATOR_NOT_AVAILABLE.
-func (c *Coordinator) AddTxnOffsets(id string, pid int64, epoch int16, groupID string, offsets []group.TxnOffset) *kerr.Error {
+// WithTxnOffsetCommit runs appendFn — the group coordinator appending a
+// TxnOffsetCommit's offsets as a transactional batch to the group's partition
+// offsetsPartition of __consumer_offsets — if the transaction of transactional ID id is
+// producer pid/epoch's, is Ongoing and holds that partition (added by AddOffsetsToTxn),
+// with the transaction locked so that its markers cannot be written before the append
+// is done (Kafka 3.6+'s transaction verification of TxnOffsetCommit). Errors:
+// INVALID_PRODUCER_ID_MAPPING (unknown ID or another producer ID),
+// INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE, COORDINATOR_NOT_AVAILABLE.
+func (c *Coordinator) WithTxnOffsetCommit(id string, pid int64, epoch int16, offsetsPartition int32, appendFn func()) *kerr.Error {
 	if e := c.status(); e != nil {
 		return e
 	}
@@ -263,20 +266,10 @@ func (c *Coordinator) AddTxnOffsets(id string, pid int64, epoch int16, groupID s
 	if t.producerEpoch != epoch {
 		return kerr.InvalidProducerEpoch
 	}
-	if _, ok := t.partitions[TopicPartition{group.TopicName, c.opts.Offsets.PartitionFor(groupID)}]; !ok || t.state != Ongoing {
+	if _, ok := t.partitions[TopicPartition{group.TopicName, offsetsPartition}]; !ok || t.state != Ongoing {
 		return kerr.InvalidTxnState
 	}
-	if t.offsets == nil {
-		t.offsets = map[string]map[TopicPartition]group.Offset{}
-	}
-	m := t.offsets[groupID]
-	if m == nil {
-		m = map[TopicPartition]group.Offset{}
-		t.offsets[groupID] = m
-	}
-	for _, o := range offsets {
-		m[TopicPartition{o.Topic, o.Partition}] = o.Offset
-	}
+	appendFn()
 	return nil
 }
 
@@ -361,34 +354,16 @@ func (c *Coordinator) fenceAndAbortLocked(t *txnMetadata) error {
 	return c.completeLocked(t)
 }
 
-// completeLocked writes the markers of a PrepareCommit/PrepareAbort transaction, then
-// logs CompleteCommit/CompleteAbort (TransactionMarkerChannelManager +
-// TransactionStateManager). Partitions whose marker is written leave the in-memory
-// set, so a retry writes only the rest. __consumer_offsets partitions get no marker:
-// on commit the pending offsets of their groups are handed to the group coordinator.
-// The caller holds t.mu.
+// completeLocked writes the markers of a PrepareCommit/PrepareAbort transaction to
+// every partition of the transaction — the groups' partitions of __consumer_offsets
+// added by AddOffsetsToTxn included, where the marker commits or drops the pending
+// transactional offsets — then logs CompleteCommit/CompleteAbort
+// (TransactionMarkerChannelManager + TransactionStateManager). Partitions whose marker
+// is written leave the in-memory set, so a retry writes only the rest. The caller holds
+// t.mu.
 func (c *Coordinator) completeLocked(t *txnMetadata) error {
 	commit := t.state == PrepareCommit
 	for _, tp := range t.sortedPartitions() {
-		if tp.Topic == group.TopicName {
-			if commit {
-				for g, offs := range t.offsets {
-					if c.opts.Offsets.PartitionFor(g) != tp.Partition {
-						continue
-					}
-					list := make([]group.TxnOffset, 0, len(offs))
-					for p, o := range offs {
-						list = append(list, group.TxnOffset{Topic: p.Topic, Partition: p.Partition, Offset: o})
-					}
-					if err := c.opts.Offsets.CommitTxnOffsets(g, list); err != nil {
-						return err
-					}
-					delete(t.offsets, g)
-				}
-			}
-			delete(t.partitions, tp)
-			continue
-		}
 		err := c.opts.Markers.WriteMarker(Marker{ProducerID: t.producerID, ProducerEpoch: t.producerEpoch,
 			CoordinatorEpoch: coordinatorEpoch, Commit: commit, Partition: tp})
 		if err != nil && !errors.Is(err, ErrPartitionGone) {
@@ -396,7 +371,7 @@ func (c *Coordinator) completeLocked(t *txnMetadata) error {
 		}
 		delete(t.partitions, tp)
 	}
-	err := c.transitLocked(t, func() {
+	return c.transitLocked(t, func() {
 		if commit {
 			t.state = CompleteCommit
 		} else {
@@ -404,11 +379,6 @@ func (c *Coordinator) completeLocked(t *txnMetadata) error {
 		}
 		t.partitions = map[TopicPartition]struct{}{}
 	})
-	if err != nil {
-		return err
-	}
-	t.offsets = nil
-	return nil
 }
 
 // abortTimedOut aborts Ongoing transactions older than their timeout with an epoch

@@ -4,8 +4,6 @@ import (
 	"math"
 	"sort"
 	"sync"
-
-	"github.com/kmirror/kmirror/internal/group"
 )
 
 // State is a transaction's state, with Kafka's TransactionState codes as stored in a
@@ -79,9 +77,6 @@ type txnMetadata struct {
 	mu sync.Mutex
 	id string
 	txnFields
-	// offsets are the pending TxnOffsetCommit offsets by group, made visible on
-	// commit. They are kept in memory only (see docs/transactions.md).
-	offsets map[string]map[TopicPartition]group.Offset
 }
 
 func (t *txnMetadata) sortedPartitions() []TopicPartition {
