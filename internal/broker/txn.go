@@ -20,9 +20,10 @@ import (
 	"github.com/kmirror/kmirror/internal/txn"
 )
 
-// startTxnCoordinator builds the transaction coordinator, loads __transaction_state
-// when it exists (it is created on the first transactional request) and starts its
-// timers.
+// startTxnCoordinator builds the transaction coordinator, elects every partition of
+// __transaction_state locally and waits for their load when the topic exists (else
+// EnsureTopic creates it on the first transactional request, then elects its
+// partitions), and starts its timers.
 func (b *Broker) startTxnCoordinator() error {
 	n := b.cfg.Int32("transaction.state.log.num.partitions")
 	b.txns = txn.New(txn.Options{
@@ -47,19 +48,37 @@ func (b *Broker) startTxnCoordinator() error {
 			if err != nil {
 				return fmt.Errorf("creating %s: %w", txn.TopicName, err)
 			}
-			return nil
+			return b.electTxnPartitions(n)
 		},
 		NewProducerID: b.pids.Next,
 		Markers:       markerWriter{b},
 		Groups:        b.groups,
 		Logger:        b.logger.With("component", "transaction-coordinator"),
 	})
-	_, exists := b.meta.Image().Topics[txn.TopicName]
-	if err := b.txns.Load(exists); err != nil {
-		return fmt.Errorf("loading transactions: %w", err)
+	if _, exists := b.meta.Image().Topics[txn.TopicName]; exists {
+		if err := b.electTxnPartitions(n); err != nil {
+			return err
+		}
 	}
 	b.bg.Add(1)
 	go func() { defer b.bg.Done(); b.txns.Run(b.ctx) }()
+	return nil
+}
+
+// electTxnPartitions makes this broker the transaction coordinator of every partition
+// of __transaction_state, at the leader epoch of its log (a single node leads them all),
+// and waits for the loads (which complete prepared transactions).
+func (b *Broker) electTxnPartitions(n int32) error {
+	for p := int32(0); p < n; p++ {
+		l, err := b.Log(txn.TopicName, p)
+		if err != nil {
+			return fmt.Errorf("opening %s-%d: %w", txn.TopicName, p, err)
+		}
+		b.txns.OnElection(p, l.LeaderEpoch())
+	}
+	if err := b.txns.AwaitLoaded(b.ctx); err != nil {
+		return fmt.Errorf("loading transactions: %w", err)
+	}
 	return nil
 }
 

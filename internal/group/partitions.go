@@ -243,6 +243,7 @@ func (c *Coordinator) load(p int32, part *partition) {
 			}
 		}
 		part.state = partLoaded
+		epoch := part.epoch
 		c.mu.Unlock()
 		if st.skipped > 0 {
 			c.log.Warn(fmt.Sprintf("skipped %d undecodable or unsupported records while loading %s-%d", st.skipped, TopicName, p))
@@ -251,7 +252,7 @@ func (c *Coordinator) load(p int32, part *partition) {
 		for _, g := range groups {
 			c.onGroupLoaded(g, now)
 		}
-		c.log.Info("loaded group metadata", "partition", p, "epoch", part.epoch, "groups", len(groups), "ms", time.Since(start).Milliseconds())
+		c.log.Info("loaded group metadata", "partition", p, "epoch", epoch, "groups", len(groups), "ms", time.Since(start).Milliseconds())
 		return
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"math"
 	"sort"
 	"sync"
+	"sync/atomic"
 )
 
 // State is a transaction's state, with Kafka's TransactionState codes as stored in a
@@ -76,6 +77,12 @@ type txnFields struct {
 type txnMetadata struct {
 	mu sync.Mutex
 	id string
+	// coordEpoch is the coordinator epoch of the partition's election that loaded or
+	// created it, stamped on its markers.
+	coordEpoch int32
+	// unloaded is set (under Coordinator.mu) when its partition is resigned or
+	// reloaded: a request that finds it set answers NOT_COORDINATOR.
+	unloaded atomic.Bool
 	txnFields
 }
 
