@@ -1,10 +1,13 @@
 // Package group is the classic consumer-group coordinator: membership (JoinGroup,
 // SyncGroup, Heartbeat, LeaveGroup), committed offsets (OffsetCommit, OffsetFetch,
-// OffsetDelete) and group administration (ListGroups, DescribeGroups, DeleteGroups), with
+// OffsetDelete), transactional offsets (TxnOffsetCommit, pending until the transaction's
+// marker) and group administration (ListGroups, DescribeGroups, DeleteGroups), with
 // durable state in the internal topic __consumer_offsets in Apache Kafka's record formats.
-// It follows Apache Kafka's classic GroupCoordinator / GroupMetadataManager
-// (core/src/main/scala/kafka/coordinator/group and the group-coordinator module's
-// classic/ClassicGroup.java). KIP-848 consumer groups and share groups are not served.
+// A coordinator serves the groups of the partitions of __consumer_offsets it is elected
+// for (OnElection, OnResignation). It follows Apache Kafka's classic GroupCoordinator /
+// GroupMetadataManager (core/src/main/scala/kafka/coordinator/group and the
+// group-coordinator module's classic/ClassicGroup.java). KIP-848 consumer groups and
+// share groups are not served.
 package group
 
 import (
@@ -69,7 +72,7 @@ type Options struct {
 	GroupMaxSessionTimeoutMs     int32 // group.max.session.timeout.ms (1800000)
 	GroupInitialRebalanceDelayMs int32 // group.initial.rebalance.delay.ms (Kafka default 3000, set by the broker; zero or negative: no delay)
 	GroupMaxSize                 int32 // group.max.size (MaxInt32)
-	// Log opens partition p of __consumer_offsets.
+	// Log opens partition p of __consumer_offsets, as its leader, when p is elected.
 	Log func(partition int32) (PartitionLog, error)
 	// TopicPartitionExists reports whether a topic partition exists (OffsetCommit to a
 	// missing one is answered UNKNOWN_TOPIC_OR_PARTITION). Nil accepts every partition.
@@ -267,9 +270,11 @@ func (c *Coordinator) removeGroup(g *group) {
 	c.mu.Lock()
 	if c.groups[g.id] == g {
 		delete(c.groups, g.id)
-	}
-	for pid := range g.pendingTxn {
-		c.dropOpenTxnLocked(pid, g.id)
+		for pid, ids := range c.txnOpen { // Kafka's removeGroupFromAllProducers
+			if ids[g.id] {
+				c.dropOpenTxnLocked(pid, g.id)
+			}
+		}
 	}
 	c.mu.Unlock()
 }
