@@ -90,12 +90,13 @@ type Coordinator struct {
 	topicMu sync.Mutex // serializes EnsureTopic
 	topicOK bool
 
-	// mu guards parts, epochs, resigned and byPID. Lock order: txnMetadata.mu before mu.
+	// mu guards the maps below. Lock order: txnMetadata.mu before mu.
 	mu       sync.Mutex
-	parts    map[int32]*txnPartition // elected partitions (loading, loaded or failed)
-	epochs   map[int32]int32         // highest leader epoch seen per partition
-	resigned map[int32]int32         // leader epoch of the latest resignation per partition
-	byPID    map[int64]*txnMetadata  // transactions of the loaded partitions by producer ID
+	parts    map[int32]*txnPartition  // elected partitions (loading, loaded or failed)
+	epochs   map[int32]int32          // highest leader epoch seen per partition
+	resigned map[int32]int32          // leader epoch of the latest resignation per partition
+	byPID    map[int64]*txnMetadata   // transactions of the loaded partitions by producer ID
+	retired  map[int32][]*txnMetadata // unloaded transactions, until the partition's next load
 	loads    sync.WaitGroup
 
 	stop chan struct{}
@@ -121,7 +122,7 @@ func New(opts Options) *Coordinator {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Coordinator{opts: opts, log: opts.Logger, parts: map[int32]*txnPartition{}, epochs: map[int32]int32{},
-		resigned: map[int32]int32{}, byPID: map[int64]*txnMetadata{}, stop: make(chan struct{})}
+		resigned: map[int32]int32{}, byPID: map[int64]*txnMetadata{}, retired: map[int32][]*txnMetadata{}, stop: make(chan struct{})}
 }
 
 // Run aborts timed-out transactions and removes expired transactional IDs every

@@ -73,14 +73,25 @@ func TestTxnElectionAndResignation(t *testing.T) {
 	if d := c.Describe(id); d.State != "CompleteCommit" {
 		t.Fatalf("state after EndTxn: %s", d.State)
 	}
-	for _, pe := range e.log("data", 0).ProducerEntries() {
-		if pe.ProducerID == pid && pe.CoordinatorEpoch != 5 {
-			t.Fatalf("marker coordinator epoch %d, want the leader epoch 5", pe.CoordinatorEpoch)
-		}
+	if ce, ok := markerEpoch(e, "data", 0, pid); !ok || ce != 5 {
+		t.Fatalf("marker coordinator epoch %d (found %v), want the leader epoch 5", ce, ok)
 	}
 	c.OnResignation(1, 4) // stale
 	if d := c.Describe(id); d.ErrorCode != 0 {
 		t.Fatalf("Describe after a stale resignation: %v", kerr.ErrorForCode(d.ErrorCode))
+	}
+	// A newer election while loaded reloads the partition at the new coordinator epoch.
+	c.OnElection(1, 6)
+	if err := c.AwaitLoaded(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if d := c.Describe(id); d.ErrorCode != 0 || d.State != "CompleteCommit" {
+		t.Fatalf("Describe after a reload: %+v", d)
+	}
+	wantKerr(t, "AddPartitions after the reload", c.AddPartitions(id, pid, epoch, []TopicPartition{{"data", 1}}), nil)
+	wantKerr(t, "EndTxn after the reload", c.EndTxn(id, pid, epoch, false), nil)
+	if ce, ok := markerEpoch(e, "data", 1, pid); !ok || ce != 6 {
+		t.Fatalf("marker coordinator epoch %d (found %v) after the reload, want 6", ce, ok)
 	}
 }
 
@@ -103,11 +114,7 @@ func TestTxnPreparedCompletedAtLoad(t *testing.T) {
 	if d := e.txns.Describe(id); d.State != "CompleteCommit" {
 		t.Fatalf("state after the load: %s", d.State)
 	}
-	found := false
-	for _, pe := range e.log("data", 0).ProducerEntries() {
-		found = found || pe.ProducerID == pid
-	}
-	if !found {
+	if _, ok := markerEpoch(e, "data", 0, pid); !ok || len(e.log("data", 0).OpenTransactions()) != 0 {
 		t.Fatal("no marker written to data-0")
 	}
 }
@@ -165,4 +172,15 @@ func TestTxnOffsetsSurviveRestart(t *testing.T) {
 	if o := e.log(group.TopicName, e.groups.PartitionFor(g)).OpenTransactions(); len(o) != 0 {
 		t.Fatalf("open transactions left in %s: %+v", group.TopicName, o)
 	}
+}
+
+// markerEpoch is the coordinator epoch of the last marker of producer pid in
+// topic-partition, as the partition's producer state keeps it.
+func markerEpoch(e *env, topic string, p int32, pid int64) (int32, bool) {
+	for _, pe := range e.log(topic, p).ProducerEntries() {
+		if pe.ProducerID == pid {
+			return pe.CoordinatorEpoch, true
+		}
+	}
+	return 0, false
 }

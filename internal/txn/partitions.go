@@ -27,6 +27,7 @@ type txnPartition struct {
 	state     partState // guarded by Coordinator.mu
 	epoch     int32     // coordinator epoch: the partition's leader epoch at the election
 	txns      map[string]*txnMetadata
+	retired   []*txnMetadata // of an earlier load of the partition: requests on them end before this load reads
 	err       error
 	done      chan struct{}
 	abandoned atomic.Bool
@@ -93,7 +94,8 @@ func (c *Coordinator) OnElection(p int32, leaderEpoch int32) {
 		}
 		c.unloadLocked(p, part)
 	}
-	part := &txnPartition{state: partLoading, epoch: leaderEpoch, done: make(chan struct{})}
+	part := &txnPartition{state: partLoading, epoch: leaderEpoch, done: make(chan struct{}), retired: c.retired[p]}
+	delete(c.retired, p)
 	c.parts[p] = part
 	c.log.Info("elected as the transaction coordinator of a partition; loading it", "partition", p, "epoch", leaderEpoch)
 	c.loads.Add(1)
@@ -124,7 +126,9 @@ func (c *Coordinator) OnResignation(p int32, leaderEpoch int32) {
 	}
 }
 
-// unloadLocked drops partition p and its transactions. The caller holds mu.
+// unloadLocked drops partition p and its transactions; they are kept as retired until
+// the next load of p, which waits for requests still working on them (so that it reads
+// what they write). The caller holds mu.
 func (c *Coordinator) unloadLocked(p int32, part *txnPartition) {
 	part.abandoned.Store(true)
 	delete(c.parts, p)
@@ -133,6 +137,7 @@ func (c *Coordinator) unloadLocked(p int32, part *txnPartition) {
 		if c.byPID[t.producerID] == t {
 			delete(c.byPID, t.producerID)
 		}
+		c.retired[p] = append(c.retired[p], t)
 	}
 }
 
@@ -175,6 +180,12 @@ func (c *Coordinator) AwaitLoaded(ctx context.Context) error {
 func (c *Coordinator) load(p int32, part *txnPartition) {
 	defer c.loads.Done()
 	start := time.Now()
+	// A request that took a retired transaction before the unload finishes its log
+	// write first; later ones find it unloaded.
+	for _, t := range part.retired {
+		t.awaitIdle()
+	}
+	part.retired = nil
 	loaded, err := c.replay(p, part)
 	c.mu.Lock()
 	if c.parts[p] != part || part.abandoned.Load() {

@@ -86,6 +86,13 @@ type txnMetadata struct {
 	txnFields
 }
 
+// awaitIdle returns once no request holds t.
+func (t *txnMetadata) awaitIdle() {
+	t.mu.Lock()
+	//lint:ignore SA2001 the empty critical section is the point: a barrier
+	t.mu.Unlock()
+}
+
 func (t *txnMetadata) sortedPartitions() []TopicPartition {
 	out := make([]TopicPartition, 0, len(t.partitions))
 	for tp := range t.partitions {
