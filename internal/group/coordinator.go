@@ -171,10 +171,13 @@ func (c *Coordinator) PartitionFor(groupID string) int32 {
 	return h % c.opts.NumPartitions
 }
 
+// partitionLog returns the log of partition p, opened (outside mu) on first use and
+// kept while p is elected.
 func (c *Coordinator) partitionLog(p int32) (PartitionLog, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if l, ok := c.logs[p]; ok {
+	l, ok := c.logs[p]
+	c.mu.Unlock()
+	if ok {
 		return l, nil
 	}
 	if c.opts.Log == nil {
@@ -184,7 +187,14 @@ func (c *Coordinator) partitionLog(p int32) (PartitionLog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("group: open %s-%d: %w", TopicName, p, err)
 	}
-	c.logs[p] = l
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cur, ok := c.logs[p]; ok {
+		return cur, nil
+	}
+	if c.parts[p] != nil {
+		c.logs[p] = l
+	}
 	return l, nil
 }
 
