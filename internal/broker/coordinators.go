@@ -23,8 +23,10 @@ import (
 	"github.com/kmirror/kmirror/internal/storage"
 )
 
-// startCoordinators creates __consumer_offsets if missing, loads the group coordinator
-// and starts the mirror manager.
+// startCoordinators creates __consumer_offsets if missing, elects every partition of it
+// locally and waits for the group coordinator to load them (a single node leads every
+// partition, at the epoch of its log), then starts the mirror manager and the
+// transaction coordinator.
 func (b *Broker) startCoordinators() error {
 	n := b.cfg.Int32("offsets.topic.num.partitions")
 	if _, ok := b.meta.Image().Topics[OffsetsTopic]; !ok {
@@ -55,7 +57,14 @@ func (b *Broker) startCoordinators() error {
 		},
 		Logger: b.logger, // the coordinator names its component
 	})
-	if err := b.groups.Load(b.ctx); err != nil {
+	for p := int32(0); p < n; p++ {
+		l, err := b.Log(OffsetsTopic, p)
+		if err != nil {
+			return fmt.Errorf("opening %s-%d: %w", OffsetsTopic, p, err)
+		}
+		b.groups.OnElection(p, l.LeaderEpoch())
+	}
+	if err := b.groups.AwaitLoaded(b.ctx); err != nil {
 		return fmt.Errorf("loading consumer groups: %w", err)
 	}
 	// Mirroring starts before the transaction coordinator: loading the transaction log
@@ -101,8 +110,8 @@ type Mirrors interface {
 // mirror package's Local interface) with the broker's configuration.
 type NewMirrorsFunc func(local *Broker, cfg *config.Values, logger *slog.Logger) Mirrors
 
-// internalLog adapts a partition log to the group coordinator's PartitionLog: internal
-// records are appended as leader in one uncompressed batch.
+// internalLog adapts a partition log to the coordinators' logs (group.PartitionLog,
+// txn.StateLog): internal records are appended as leader in one uncompressed batch.
 type internalLog struct{ l *storage.Log }
 
 func (il internalLog) Append(recs []record.KV) (int64, error) {
@@ -114,37 +123,51 @@ func (il internalLog) Append(recs []record.KV) (int64, error) {
 	return info.FirstOffset, nil
 }
 
-func (il internalLog) Scan(fn func(offset int64, key, value []byte) error) error {
-	return scanLog(il.l, func(off, _ int64, k, v []byte) error { return fn(off, k, v) })
+// AppendTransactional appends a TxnOffsetCommit's records as a transactional batch of
+// the producer, as the coordinator (storage.Log.AppendAsCoordinator).
+func (il internalLog) AppendTransactional(recs []record.KV, producerID int64, producerEpoch int16) (int64, error) {
+	b := record.Build(record.BatchHeader{Attributes: record.TransactionalBit, ProducerID: producerID,
+		ProducerEpoch: producerEpoch, BaseSequence: 0, Timestamp: nowMs()}, recs)
+	info, err := il.l.AppendAsCoordinator(b, il.l.LeaderEpoch())
+	if errors.Is(err, storage.ErrInvalidProducerEpoch) {
+		return -1, kerr.InvalidProducerEpoch
+	}
+	if err != nil {
+		return -1, err
+	}
+	return info.FirstOffset, nil
 }
 
-// scanLog calls fn for every record from the log start to the LEO.
-func scanLog(l *storage.Log, fn func(offset, timestamp int64, key, value []byte) error) error {
-	off := l.LogStartOffset()
+func (il internalLog) LogEndOffset() int64 { return il.l.LogEndOffset() }
+
+// Scan calls fn for every batch from the one holding offset from to the LEO.
+func (il internalLog) Scan(from int64, fn func(b record.Batch) error) (int64, error) {
+	l := il.l
+	off := max(from, l.LogStartOffset())
 	for off < l.LogEndOffset() {
 		data, err := l.Read(off, 1<<20, l.LogEndOffset(), true)
 		if err != nil {
-			return err
+			return off, err
 		}
 		if len(data) == 0 {
-			return nil
+			return off, nil
 		}
 		for len(data) > 0 {
 			bt, rest, err := record.Next(data)
 			if err != nil {
-				return err
+				return off, err
 			}
 			data = rest
-			off = bt.NextOffset()
-			if bt.IsControl() {
+			if bt.LastOffset() < off {
 				continue
 			}
-			if err := record.ForEach(bt, fn); err != nil {
-				return err
+			if err := fn(bt); err != nil {
+				return off, err
 			}
+			off = bt.NextOffset()
 		}
 	}
-	return nil
+	return off, nil
 }
 
 func (b *Broker) handleFindCoordinator(req *kmsg.FindCoordinatorRequest) kmsg.Response {

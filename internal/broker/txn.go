@@ -21,9 +21,10 @@ import (
 	"github.com/kmirror/kmirror/internal/txn"
 )
 
-// startTxnCoordinator builds the transaction coordinator, loads __transaction_state
-// when it exists (it is created on the first transactional request) and starts its
-// timers.
+// startTxnCoordinator builds the transaction coordinator, elects every partition of
+// __transaction_state locally and waits for their load when the topic exists (else
+// EnsureTopic creates it on the first transactional request, then elects its
+// partitions), and starts its timers.
 func (b *Broker) startTxnCoordinator() error {
 	n := b.cfg.Int32("transaction.state.log.num.partitions")
 	b.txns = txn.New(txn.Options{
@@ -48,24 +49,44 @@ func (b *Broker) startTxnCoordinator() error {
 			if err != nil {
 				return fmt.Errorf("creating %s: %w", txn.TopicName, err)
 			}
-			return nil
+			return b.electTxnPartitions(n)
 		},
 		NewProducerID: b.pids.Next,
 		Markers:       markerWriter{b},
-		Offsets:       b.groups,
+		Groups:        b.groups,
 		Logger:        b.logger.With("component", "transaction-coordinator"),
 	})
-	_, exists := b.meta.Image().Topics[txn.TopicName]
-	if err := b.txns.Load(exists); err != nil {
-		return fmt.Errorf("loading transactions: %w", err)
+	if _, exists := b.meta.Image().Topics[txn.TopicName]; exists {
+		if err := b.electTxnPartitions(n); err != nil {
+			return err
+		}
 	}
 	b.bg.Add(1)
 	go func() { defer b.bg.Done(); b.txns.Run(b.ctx) }()
 	return nil
 }
 
+// electTxnPartitions makes this broker the transaction coordinator of every partition
+// of __transaction_state, at the leader epoch of its log (a single node leads them all),
+// and waits for the loads (which complete prepared transactions).
+func (b *Broker) electTxnPartitions(n int32) error {
+	for p := int32(0); p < n; p++ {
+		l, err := b.Log(txn.TopicName, p)
+		if err != nil {
+			return fmt.Errorf("opening %s-%d: %w", txn.TopicName, p, err)
+		}
+		b.txns.OnElection(p, l.LeaderEpoch())
+	}
+	if err := b.txns.AwaitLoaded(b.ctx); err != nil {
+		return fmt.Errorf("loading transactions: %w", err)
+	}
+	return nil
+}
+
 // markerWriter appends transaction markers to this broker's partition logs (the
-// single-node stand-in for WriteTxnMarkers).
+// single-node stand-in for WriteTxnMarkers); after a marker lands in a partition of
+// __consumer_offsets, the group coordinator applies it to the pending transactional
+// offsets (KafkaApis.handleWriteTxnMarkersRequest → onTransactionCompleted).
 type markerWriter struct{ b *Broker }
 
 // opWriteMarker is mirror.OpProduce (the broker does not import the mirror package): a
@@ -104,6 +125,9 @@ func (w markerWriter) WriteMarker(m txn.Marker) error {
 		// nothing left to end there.
 		w.b.logger.Warn("transaction marker with a stale producer epoch dropped", "topic", m.Partition.Topic, "partition", m.Partition.Partition, "producer.id", m.ProducerID, "epoch", m.ProducerEpoch)
 		return nil
+	}
+	if err == nil && m.Partition.Topic == group.TopicName {
+		w.b.groups.CompleteTxn(m.Partition.Partition, m.ProducerID, m.Commit)
 	}
 	return err
 }
@@ -212,64 +236,17 @@ func (b *Broker) handleEndTxn(req *kmsg.EndTxnRequest) kmsg.Response {
 	return resp
 }
 
-// handleTxnOffsetCommit validates the group (GroupCoordinator.handleTxnCommitOffsets)
-// and holds the offsets pending in the transaction until it commits.
+// handleTxnOffsetCommit is served by the group coordinator, which appends the offsets
+// to the group's partition of __consumer_offsets as a transactional batch once the
+// transaction coordinator has verified that the transaction holds that partition.
 func (b *Broker) handleTxnOffsetCommit(req *kmsg.TxnOffsetCommitRequest) kmsg.Response {
-	resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
-	memberID, generation, instanceID := "", int32(-1), (*string)(nil)
-	if req.Version >= 3 {
-		memberID, generation, instanceID = req.MemberID, req.Generation, req.InstanceID
-	}
-	groupCode := b.groups.CheckTxnOffsetCommit(req.Group, memberID, instanceID, generation)
-	now := nowMs()
-	im := b.meta.Image()
-	codes := make([][]int16, len(req.Topics))
-	var offsets []group.TxnOffset
-	for i, rt := range req.Topics {
-		codes[i] = make([]int16, len(rt.Partitions))
-		t := im.Topics[rt.Topic]
-		for j, p := range rt.Partitions {
-			meta := ""
-			if p.Metadata != nil {
-				meta = *p.Metadata
-			}
-			switch {
-			case groupCode != 0:
-				codes[i][j] = groupCode
-			case t == nil || p.Partition < 0 || p.Partition >= t.Partitions:
-				codes[i][j] = kerr.UnknownTopicOrPartition.Code
-			case len(meta) > group.MaxOffsetMetadataBytes:
-				codes[i][j] = kerr.OffsetMetadataTooLarge.Code
-			default:
-				le := int32(-1)
-				if req.Version >= 2 {
-					le = p.LeaderEpoch
-				}
-				offsets = append(offsets, group.TxnOffset{Topic: rt.Topic, Partition: p.Partition,
-					Offset: group.Offset{Offset: p.Offset, LeaderEpoch: le, Metadata: meta, CommitTimestampMs: now}})
-			}
+	verify := func(appendFn func()) int16 {
+		if e := b.txns.WithTxnOffsetCommit(req.TransactionalID, req.ProducerID, req.ProducerEpoch, b.groups.PartitionFor(req.Group), appendFn); e != nil {
+			return e.Code
 		}
+		return 0
 	}
-	var txnCode int16
-	if len(offsets) > 0 {
-		if e := b.txns.AddTxnOffsets(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group, offsets); e != nil {
-			txnCode = e.Code
-		}
-	}
-	for i, rt := range req.Topics {
-		st := kmsg.NewTxnOffsetCommitResponseTopic()
-		st.Topic = rt.Topic
-		for j, p := range rt.Partitions {
-			sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
-			sp.Partition, sp.ErrorCode = p.Partition, codes[i][j]
-			if sp.ErrorCode == 0 {
-				sp.ErrorCode = txnCode
-			}
-			st.Partitions = append(st.Partitions, sp)
-		}
-		resp.Topics = append(resp.Topics, st)
-	}
-	return resp
+	return b.groups.TxnOffsetCommit(b.ctx, req, verify)
 }
 
 func (b *Broker) handleDescribeTransactions(req *kmsg.DescribeTransactionsRequest) kmsg.Response {

@@ -539,3 +539,88 @@ func TestTxnListOffsetsStopsAtLSO(t *testing.T) {
 		}
 	}
 }
+
+// TestTxnOffsetCommitSurvivesRestart: an exactly-once step (franz-go transactional
+// producer, AddOffsetsToTxn + TxnOffsetCommit) is interrupted by a broker restart
+// between TxnOffsetCommit and EndTxn: after the restart the group's offset is still
+// pending (OffsetFetch with RequireStable answers UNSTABLE_OFFSET_COMMIT, without it the
+// old offset), and the producer's commit then makes both the records and the offset
+// visible.
+func TestTxnOffsetCommitSurvivesRestart(t *testing.T) {
+	b := startTxnBroker(t, nil)
+	createTopic(t, b.Client(), "eos-in", 1, nil)
+	createTopic(t, b.Client(), "eos-out", 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(b.Client())
+	if r, err := adm.CommitOffsets(ctx, "eos-g", kadm.Offsets{"eos-in": {0: {Topic: "eos-in", Partition: 0, At: 1}}}); err != nil || r.Error() != nil {
+		t.Fatal(err, r.Error())
+	}
+	p := txnProducer(b, "eos-1", "eos-out")
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProduceSync(ctx, &kgo.Record{Value: []byte("o1")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	pid, epoch, err := p.ProducerID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	add := kmsg.NewPtrAddOffsetsToTxnRequest()
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = "eos-1", pid, epoch, "eos-g"
+	if r, err := add.RequestWith(ctx, p); err != nil || r.ErrorCode != 0 {
+		t.Fatalf("AddOffsetsToTxn: %v %+v", err, r)
+	}
+	commit := kmsg.NewPtrTxnOffsetCommitRequest()
+	commit.TransactionalID, commit.Group, commit.ProducerID, commit.ProducerEpoch, commit.Generation = "eos-1", "eos-g", pid, epoch, -1
+	commit.Topics = []kmsg.TxnOffsetCommitRequestTopic{{Topic: "eos-in", Partitions: []kmsg.TxnOffsetCommitRequestTopicPartition{{Partition: 0, Offset: 3, LeaderEpoch: -1}}}}
+	if r, err := commit.RequestWith(ctx, p); err != nil || r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("TxnOffsetCommit: %v %+v", err, r)
+	}
+
+	b.Restart()
+	stable := func() kmsg.OffsetFetchResponseGroupTopicPartition {
+		req := kmsg.NewPtrOffsetFetchRequest()
+		req.RequireStable = true
+		req.Groups = []kmsg.OffsetFetchRequestGroup{{Group: "eos-g", Topics: []kmsg.OffsetFetchRequestGroupTopic{{Topic: "eos-in", Partitions: []int32{0}}}}}
+		resp, err := req.RequestWith(ctx, b.Client())
+		if err != nil || resp.Groups[0].ErrorCode != 0 {
+			t.Fatalf("OffsetFetch: %v %+v", err, resp)
+		}
+		return resp.Groups[0].Topics[0].Partitions[0]
+	}
+	if got := stable(); got.ErrorCode != kerr.UnstableOffsetCommit.Code {
+		t.Fatalf("RequireStable after restart: %v (offset %d), want UNSTABLE_OFFSET_COMMIT", kerr.ErrorForCode(got.ErrorCode), got.Offset)
+	}
+	committed := func() int64 {
+		offs, err := kadm.NewClient(b.Client()).FetchOffsets(ctx, "eos-g")
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, _ := offs.Lookup("eos-in", 0)
+		return o.At
+	}
+	if got := committed(); got != 1 {
+		t.Fatalf("committed offset %d after restart, want the old 1", got)
+	}
+	if d := describeTxn(t, b.Client(), "eos-1"); d.State != "Ongoing" || len(d.Topics) != 2 {
+		t.Fatalf("transaction after restart: %+v", d)
+	}
+	if err := p.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	if got := committed(); got != 3 {
+		t.Fatalf("committed offset %d after the commit, want 3", got)
+	}
+	if got := stable(); got.ErrorCode != 0 || got.Offset != 3 {
+		t.Fatalf("RequireStable after the commit: %v %d", kerr.ErrorForCode(got.ErrorCode), got.Offset)
+	}
+	if got := readAll(t, b, "eos-out", true); !equal(got, []string{"o1"}) {
+		t.Fatalf("read_committed got %v", got)
+	}
+	b.Restart()
+	if got := committed(); got != 3 {
+		t.Fatalf("committed offset %d after a second restart, want 3", got)
+	}
+}

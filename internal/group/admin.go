@@ -21,8 +21,10 @@ const GroupType = "classic"
 const groupAuthorizedOperations = 1<<3 | 1<<6 | 1<<8
 
 // ListGroups serves ListGroups v0+ (StatesFilter v4+, TypesFilter v5+; both
-// case-insensitive, type "classic"). ErrorCode is COORDINATOR_LOAD_IN_PROGRESS while
-// loading.
+// case-insensitive, type "classic") with the groups of the loaded partitions
+// (GroupCoordinator.handleListGroups): ErrorCode is COORDINATOR_LOAD_IN_PROGRESS while
+// any elected partition is loading (the groups already loaded are listed too),
+// COORDINATOR_NOT_AVAILABLE once closed.
 func (c *Coordinator) ListGroups(_ context.Context, req *kmsg.ListGroupsRequest) *kmsg.ListGroupsResponse {
 	resp := kmsg.NewPtrListGroupsResponse()
 	resp.Version = req.Version
@@ -30,10 +32,14 @@ func (c *Coordinator) ListGroups(_ context.Context, req *kmsg.ListGroupsRequest)
 		resp.ErrorCode = errCoordinatorNotAvailable
 		return resp
 	}
-	if !c.loaded.Load() {
-		resp.ErrorCode = errCoordinatorLoadInProgress
-		return resp
+	c.mu.Lock()
+	for _, part := range c.parts {
+		if part.state == partLoading {
+			resp.ErrorCode = errCoordinatorLoadInProgress
+			break
+		}
 	}
+	c.mu.Unlock()
 	if len(req.TypesFilter) > 0 && !containsFold(req.TypesFilter, GroupType) {
 		return resp
 	}
@@ -68,7 +74,9 @@ func containsFold(s []string, v string) bool {
 // DescribeGroups serves DescribeGroups v0+ (GroupCoordinator.handleDescribeGroup). A
 // Stable group's members carry their metadata for the selected protocol and their
 // assignment; other states list members without them. An absent group is state "Dead"
-// with no error before v6, and GROUP_ID_NOT_FOUND from v6 (as Kafka 4).
+// with no error before v6, and GROUP_ID_NOT_FOUND from v6 (as Kafka 4). Per-group
+// errors: INVALID_GROUP_ID, COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR,
+// COORDINATOR_NOT_AVAILABLE.
 func (c *Coordinator) DescribeGroups(_ context.Context, req *kmsg.DescribeGroupsRequest) *kmsg.DescribeGroupsResponse {
 	resp := kmsg.NewPtrDescribeGroupsResponse()
 	resp.Version = req.Version
@@ -84,7 +92,12 @@ func (c *Coordinator) DescribeGroups(_ context.Context, req *kmsg.DescribeGroups
 			resp.Groups = append(resp.Groups, dg)
 			continue
 		}
-		g := c.getGroup(id, false)
+		g, e := c.getGroup(id, false)
+		if e != 0 {
+			dg.ErrorCode = e
+			resp.Groups = append(resp.Groups, dg)
+			continue
+		}
 		if g != nil {
 			g.mu.Lock()
 			if g.is(Dead) {
@@ -127,8 +140,10 @@ func (c *Coordinator) DescribeGroups(_ context.Context, req *kmsg.DescribeGroups
 }
 
 // DeleteGroups serves DeleteGroups v0+ (GroupCoordinator.handleDeleteGroups): an Empty
-// group's metadata and offsets are deleted (tombstones). Per-group errors:
-// GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, INVALID_GROUP_ID, COORDINATOR_LOAD_IN_PROGRESS.
+// group's metadata and offsets are deleted (tombstones; for partitions with only pending
+// transactional offsets too, as Kafka 4's OffsetMetadataManager.deleteAllOffsets).
+// Per-group errors: GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, INVALID_GROUP_ID,
+// COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR.
 func (c *Coordinator) DeleteGroups(_ context.Context, req *kmsg.DeleteGroupsRequest) *kmsg.DeleteGroupsResponse {
 	resp := kmsg.NewPtrDeleteGroupsResponse()
 	resp.Version = req.Version
@@ -145,7 +160,10 @@ func (c *Coordinator) deleteGroup(id string) int16 {
 	if e := c.groupStatus(id, true); e != 0 {
 		return e
 	}
-	g := c.getGroup(id, false)
+	g, e := c.getGroup(id, false)
+	if e != 0 {
+		return e
+	}
 	if g == nil {
 		return errGroupIDNotFound
 	}
@@ -158,16 +176,26 @@ func (c *Coordinator) deleteGroup(id string) int16 {
 	default:
 		return errNonEmptyGroup
 	}
-	recs := make([]record.KV, 0, len(g.offsets)+1)
-	for _, k := range sortedTPs(g.offsets) {
+	all := make(map[tp]offsetEntry, len(g.offsets))
+	for k, o := range g.offsets {
+		all[k] = o
+	}
+	for _, offs := range g.pendingTxn {
+		for k, o := range offs {
+			all[k] = o
+		}
+	}
+	recs := make([]record.KV, 0, len(all)+1)
+	for _, k := range sortedTPs(all) {
 		recs = append(recs, offsetTombstone(g.id, k))
 	}
 	recs = append(recs, record.KV{Key: groupKey(g.id)})
-	if err := c.appendRecords(g, recs); err != nil {
+	if _, err := c.appendRecords(g, recs); err != nil {
 		return storeErrorCode(err)
 	}
 	g.stopTimers()
 	g.offsets = make(map[tp]offsetEntry)
+	g.pendingTxn = make(map[int64]map[tp]offsetEntry)
 	g.transition(Dead)
 	c.removeGroup(g)
 	c.log.Info("deleted group", "group", id, "offsets", len(recs)-1)
@@ -175,10 +203,11 @@ func (c *Coordinator) deleteGroup(id string) int16 {
 }
 
 // GroupState returns the group's state with Kafka's names (Empty, Stable,
-// PreparingRebalance, CompletingRebalance, Dead) and whether the group exists; for
-// Cluster Mirroring's group offset sync (spec section 9).
+// PreparingRebalance, CompletingRebalance, Dead) and whether the group exists among
+// the groups of the partitions loaded here; for Cluster Mirroring's group offset sync
+// (spec section 9).
 func (c *Coordinator) GroupState(groupID string) (state string, exists bool) {
-	g := c.getGroup(groupID, false)
+	g, _ := c.getGroup(groupID, false)
 	if g == nil {
 		return Dead.String(), false
 	}
@@ -188,9 +217,10 @@ func (c *Coordinator) GroupState(groupID string) (state string, exists bool) {
 }
 
 // CommittedOffsets returns a copy of the group's committed offsets by topic and
-// partition (nil if the group does not exist); spec section 9.
+// partition (nil if the group does not exist or its partition is not loaded here);
+// pending transactional offsets are not included; spec section 9.
 func (c *Coordinator) CommittedOffsets(groupID string) map[string]map[int32]Offset {
-	g := c.getGroup(groupID, false)
+	g, _ := c.getGroup(groupID, false)
 	if g == nil {
 		return nil
 	}
@@ -217,14 +247,21 @@ var ErrGroupActive = errors.New("group is active on this cluster")
 // Empty group with no protocol type, like a simple commit), as Cluster Mirroring's group
 // offset sync (spec section 9) does. A zero CommitTimestampMs is set to now; offsets are
 // stored as given (clamping is the caller's). Errors: ErrGroupActive naming the state;
-// COORDINATOR_LOAD_IN_PROGRESS while loading; append errors.
+// COORDINATOR_LOAD_IN_PROGRESS while loading, NOT_COORDINATOR for a partition not
+// coordinated here (both as kerr errors); append errors.
 func (c *Coordinator) SyncOffsets(groupID string, offsets map[string]map[int32]Offset) error {
 	if e := c.groupStatus(groupID, false); e != 0 {
 		return fmt.Errorf("group %q: %w", groupID, kerrFor(e))
 	}
-	g := c.getGroup(groupID, true)
+	g, e := c.getGroup(groupID, true)
+	if e != 0 {
+		return fmt.Errorf("group %q: %w", groupID, kerrFor(e))
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.is(Dead) { // deleted or unloaded meanwhile
+		return fmt.Errorf("group %q: %w", groupID, kerr.CoordinatorNotAvailable)
+	}
 	if !g.is(Empty) {
 		return fmt.Errorf("group %q is %s: %w", groupID, g.state, ErrGroupActive)
 	}
@@ -242,16 +279,19 @@ func (c *Coordinator) SyncOffsets(groupID string, offsets map[string]map[int32]O
 			recs = append(recs, offsetRecord(g.id, k, e))
 		}
 	}
-	if err := c.appendRecords(g, recs); err != nil {
+	base, err := c.appendRecords(g, recs)
+	if err != nil {
 		return err
 	}
 	for k, e := range entries {
+		e.batchOffset = base
 		g.offsets[k] = e
 	}
 	return nil
 }
 
-// ListGroupIDs returns the IDs of every group (any state but Dead), sorted.
+// ListGroupIDs returns the IDs of every group of the loaded partitions (any state but
+// Dead), sorted.
 func (c *Coordinator) ListGroupIDs() []string {
 	var ids []string
 	for _, g := range c.allGroups() {

@@ -1,10 +1,13 @@
 // Package group is the classic consumer-group coordinator: membership (JoinGroup,
 // SyncGroup, Heartbeat, LeaveGroup), committed offsets (OffsetCommit, OffsetFetch,
-// OffsetDelete) and group administration (ListGroups, DescribeGroups, DeleteGroups), with
+// OffsetDelete), transactional offsets (TxnOffsetCommit, pending until the transaction's
+// marker) and group administration (ListGroups, DescribeGroups, DeleteGroups), with
 // durable state in the internal topic __consumer_offsets in Apache Kafka's record formats.
-// It follows Apache Kafka's classic GroupCoordinator / GroupMetadataManager
-// (core/src/main/scala/kafka/coordinator/group and the group-coordinator module's
-// classic/ClassicGroup.java). KIP-848 consumer groups and share groups are not served.
+// A coordinator serves the groups of the partitions of __consumer_offsets it is elected
+// for (OnElection, OnResignation). It follows Apache Kafka's classic GroupCoordinator /
+// GroupMetadataManager (core/src/main/scala/kafka/coordinator/group and the
+// group-coordinator module's classic/ClassicGroup.java). KIP-848 consumer groups and
+// share groups are not served.
 package group
 
 import (
@@ -38,15 +41,26 @@ const MaxOffsetMetadataBytes = 4096
 const newMemberJoinTimeout = 5 * time.Minute
 
 // PartitionLog is one partition of __consumer_offsets as the coordinator needs it; the
-// broker supplies it over its real partition log (internal/storage).
+// broker supplies it over its real partition log (internal/storage), as the leader of
+// the partition.
 type PartitionLog interface {
-	// Append appends one uncompressed batch holding recs (built with record.Build,
-	// producer ID -1), assigning offsets; returns the first offset once the batch is
-	// durable and visible.
+	// Append appends one uncompressed batch holding recs (record.Build, producer ID -1),
+	// assigning offsets; it returns the batch's base offset once the batch is durable
+	// and visible.
 	Append(recs []record.KV) (int64, error)
-	// Scan calls fn for every record from the log start to the LEO, in offset order, for
-	// loading at start-up.
-	Scan(fn func(offset int64, key, value []byte) error) error
+	// AppendTransactional appends recs as one transactional batch of producerID at
+	// producerEpoch (base sequence 0), as Kafka's GroupMetadataManager writes a
+	// TxnOffsetCommit: appended as the coordinator (AppendOrigin.COORDINATOR: the
+	// producer epoch is checked, sequences are not). It returns the batch's base offset
+	// once durable and visible; a fenced epoch is kerr.InvalidProducerEpoch.
+	AppendTransactional(recs []record.KV, producerID int64, producerEpoch int16) (int64, error)
+	// Scan calls fn for every batch, control batches (transaction markers) included, from
+	// the batch holding offset from (the log start if from is below it) to the log end
+	// offset, in offset order; it returns the offset after the last batch it read (from,
+	// or the log start, when there was none).
+	Scan(from int64, fn func(b record.Batch) error) (int64, error)
+	// LogEndOffset is the offset the next append gets.
+	LogEndOffset() int64
 }
 
 // Options configures a Coordinator; zero values take Kafka's defaults (noted per field).
@@ -58,7 +72,7 @@ type Options struct {
 	GroupMaxSessionTimeoutMs     int32 // group.max.session.timeout.ms (1800000)
 	GroupInitialRebalanceDelayMs int32 // group.initial.rebalance.delay.ms (Kafka default 3000, set by the broker; zero or negative: no delay)
 	GroupMaxSize                 int32 // group.max.size (MaxInt32)
-	// Log opens partition p of __consumer_offsets.
+	// Log opens partition p of __consumer_offsets, as its leader, when p is elected.
 	Log func(partition int32) (PartitionLog, error)
 	// TopicPartitionExists reports whether a topic partition exists (OffsetCommit to a
 	// missing one is answered UNKNOWN_TOPIC_OR_PARTITION). Nil accepts every partition.
@@ -74,24 +88,34 @@ type Offset struct {
 	CommitTimestampMs int64
 }
 
-// Coordinator is the group coordinator for every partition of __consumer_offsets of this
-// broker (single node: all of them). Safe for concurrent use.
+// Coordinator is the group coordinator for the partitions of __consumer_offsets this
+// broker leads: OnElection loads a partition and serves its groups, OnResignation
+// unloads them (Kafka's GroupCoordinator.onElection / onResignation). Safe for
+// concurrent use.
 type Coordinator struct {
 	opts   Options
 	log    *slog.Logger
-	loaded atomic.Bool
 	closed atomic.Bool
 
-	mu     sync.Mutex // guards groups and logs (never held while taking a group's lock)
-	groups map[string]*group
-	logs   map[int32]PartitionLog
+	// mu guards the maps below and expiryOn; it is never held while taking a
+	// group's lock.
+	mu       sync.Mutex
+	groups   map[string]*group         // groups of loaded partitions
+	logs     map[int32]PartitionLog    // opened logs of elected partitions
+	parts    map[int32]*partition      // elected partitions (loading, loaded or failed)
+	epochs   map[int32]int32           // highest leader epoch seen per partition (Kafka's epochForPartitionId)
+	resigned map[int32]int32           // leader epoch of the latest resignation per partition
+	txnOpen  map[int64]map[string]bool // producer ID → groups with pending transactional offsets (openGroupsForProducer)
+	loads    sync.WaitGroup            // running loads
+	expiryOn bool                      // the expiry loop runs (started by the first election)
 
 	stop chan struct{}
 	done chan struct{}
 	once sync.Once
 }
 
-// New returns a coordinator that answers COORDINATOR_LOAD_IN_PROGRESS until Load is done.
+// New returns a coordinator that owns no partition: every group gets NOT_COORDINATOR
+// until OnElection loads its partition.
 func New(opts Options) *Coordinator {
 	if opts.NumPartitions <= 0 {
 		opts.NumPartitions = 50
@@ -118,12 +142,16 @@ func New(opts Options) *Coordinator {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Coordinator{
-		opts:   opts,
-		log:    opts.Logger.With("component", "group-coordinator"),
-		groups: make(map[string]*group),
-		logs:   make(map[int32]PartitionLog),
-		stop:   make(chan struct{}),
-		done:   make(chan struct{}),
+		opts:     opts,
+		log:      opts.Logger.With("component", "group-coordinator"),
+		groups:   make(map[string]*group),
+		logs:     make(map[int32]PartitionLog),
+		parts:    make(map[int32]*partition),
+		epochs:   make(map[int32]int32),
+		resigned: make(map[int32]int32),
+		txnOpen:  make(map[int64]map[string]bool),
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
 	}
 }
 
@@ -143,10 +171,13 @@ func (c *Coordinator) PartitionFor(groupID string) int32 {
 	return h % c.opts.NumPartitions
 }
 
+// partitionLog returns the log of partition p, opened (outside mu) on first use and
+// kept while p is elected.
 func (c *Coordinator) partitionLog(p int32) (PartitionLog, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if l, ok := c.logs[p]; ok {
+	l, ok := c.logs[p]
+	c.mu.Unlock()
+	if ok {
 		return l, nil
 	}
 	if c.opts.Log == nil {
@@ -156,82 +187,36 @@ func (c *Coordinator) partitionLog(p int32) (PartitionLog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("group: open %s-%d: %w", TopicName, p, err)
 	}
-	c.logs[p] = l
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cur, ok := c.logs[p]; ok {
+		return cur, nil
+	}
+	if c.parts[p] != nil {
+		c.logs[p] = l
+	}
 	return l, nil
 }
 
-// Load replays every partition of __consumer_offsets (later records win, tombstones
-// delete), then starts answering requests and the offset expiry loop
-// (offsets.retention.check.interval.ms). Until it returns, handlers answer
-// COORDINATOR_LOAD_IN_PROGRESS.
-func (c *Coordinator) Load(ctx context.Context) error {
-	st := newLoadState()
-	for p := int32(0); p < c.opts.NumPartitions; p++ {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		l, err := c.partitionLog(p)
-		if err != nil {
-			return err
-		}
-		if err := l.Scan(st.apply); err != nil {
-			return fmt.Errorf("group: load %s-%d: %w", TopicName, p, err)
-		}
-	}
-	now := nowMs()
-	c.mu.Lock()
-	for id, g := range st.build(c) {
-		c.groups[id] = g
-	}
-	groups := make([]*group, 0, len(c.groups))
-	for _, g := range c.groups {
-		groups = append(groups, g)
-	}
-	c.mu.Unlock()
-	for _, g := range groups {
-		g.mu.Lock()
-		// GroupCoordinator.onGroupLoaded: every loaded member must heartbeat within its
-		// session timeout.
-		for _, m := range g.members {
-			m.latestHeartbeat = now
-			c.scheduleHeartbeat(g, m, time.Duration(m.sessionTimeoutMs)*time.Millisecond)
-		}
-		if int64(len(g.members)) > int64(c.opts.GroupMaxSize) {
-			c.prepareRebalance(g, "loaded group is over capacity")
-		}
-		g.mu.Unlock()
-	}
-	c.loaded.Store(true)
-	c.log.Info("loaded group metadata", "groups", len(groups))
-	go c.expiryLoop()
-	return nil
-}
-
-// Close stops timers and the expiry loop; members blocked in JoinGroup or SyncGroup are
-// answered NOT_COORDINATOR (as on partition emigration), later requests
+// Close stops timers, loads and the expiry loop; members blocked in JoinGroup or
+// SyncGroup are answered NOT_COORDINATOR (as on resignation), later requests
 // COORDINATOR_NOT_AVAILABLE.
 func (c *Coordinator) Close() {
 	c.once.Do(func() {
-		c.closed.Store(true)
-		close(c.stop)
-		if c.loaded.Load() {
-			<-c.done
-		}
 		c.mu.Lock()
-		groups := make([]*group, 0, len(c.groups))
-		for _, g := range c.groups {
-			groups = append(groups, g)
+		c.closed.Store(true)
+		expiry := c.expiryOn
+		for _, part := range c.parts {
+			part.abandoned.Store(true)
 		}
 		c.mu.Unlock()
-		for _, g := range groups {
-			g.mu.Lock()
-			g.stopTimers()
-			for _, m := range g.members {
-				m.stopTimer()
-				g.invokeJoin(m, joinResult{err: errNotCoordinator})
-				g.invokeSync(m, nil, errNotCoordinator)
-			}
-			g.mu.Unlock()
+		close(c.stop)
+		if expiry {
+			<-c.done
+		}
+		c.loads.Wait()
+		for _, g := range c.allGroups() {
+			c.unloadGroup(g)
 		}
 	})
 }
@@ -250,9 +235,11 @@ func (c *Coordinator) expiryLoop() {
 	}
 }
 
-// groupStatus is validateGroupStatus: the group-level error for groupID, or 0.
-// allowEmpty is true for the APIs where Kafka accepts the empty group ID (OffsetCommit,
-// OffsetFetch, DescribeGroups, DeleteGroups, OffsetDelete).
+// groupStatus is validateGroupStatus: the group-level error for groupID, or 0:
+// INVALID_GROUP_ID, COORDINATOR_NOT_AVAILABLE (closed), COORDINATOR_LOAD_IN_PROGRESS or
+// NOT_COORDINATOR (from the group's partition). allowEmpty is true for the APIs where
+// Kafka accepts the empty group ID (OffsetCommit, OffsetFetch, DescribeGroups,
+// DeleteGroups, OffsetDelete).
 func (c *Coordinator) groupStatus(groupID string, allowEmpty bool) int16 {
 	if (!allowEmpty && groupID == "") || len(groupID) > MaxGroupIDLen {
 		return errInvalidGroupID
@@ -260,23 +247,32 @@ func (c *Coordinator) groupStatus(groupID string, allowEmpty bool) int16 {
 	if c.closed.Load() {
 		return errCoordinatorNotAvailable
 	}
-	if !c.loaded.Load() {
-		return errCoordinatorLoadInProgress
-	}
-	return 0
-}
-
-// getGroup returns the group (nil if absent); with create, an absent group is created
-// Empty with no protocol type.
-func (c *Coordinator) getGroup(groupID string, create bool) *group {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.partitionStatusLocked(c.PartitionFor(groupID))
+}
+
+// getGroup returns the group (nil if absent) or the error of its partition
+// (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS; COORDINATOR_NOT_AVAILABLE once closed).
+// With create, an absent group of a loaded partition is created Empty with no protocol
+// type. Checked and created under mu, so that no group is created in a partition being
+// unloaded (Kafka's partitionLock).
+func (c *Coordinator) getGroup(groupID string, create bool) (*group, int16) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed.Load() {
+		return nil, errCoordinatorNotAvailable
+	}
+	p := c.PartitionFor(groupID)
+	if e := c.partitionStatusLocked(p); e != 0 {
+		return nil, e
+	}
 	g := c.groups[groupID]
 	if g == nil && create {
-		g = newGroup(groupID, c.PartitionFor(groupID), nowMs())
+		g = newGroup(groupID, p, nowMs())
 		c.groups[groupID] = g
 	}
-	return g
+	return g, 0
 }
 
 // removeGroup drops a Dead group from the map (called with g.mu held).
@@ -284,6 +280,11 @@ func (c *Coordinator) removeGroup(g *group) {
 	c.mu.Lock()
 	if c.groups[g.id] == g {
 		delete(c.groups, g.id)
+		for pid, ids := range c.txnOpen { // Kafka's removeGroupFromAllProducers
+			if ids[g.id] {
+				c.dropOpenTxnLocked(pid, g.id)
+			}
+		}
 	}
 	c.mu.Unlock()
 }
@@ -298,20 +299,21 @@ func (c *Coordinator) allGroups() []*group {
 	return out
 }
 
-// appendRecords writes recs to the group's partition of __consumer_offsets.
-func (c *Coordinator) appendRecords(g *group, recs []record.KV) error {
+// appendRecords writes recs to the group's partition of __consumer_offsets and returns
+// the batch's base offset.
+func (c *Coordinator) appendRecords(g *group, recs []record.KV) (int64, error) {
 	if len(recs) == 0 {
-		return nil
+		return -1, nil
 	}
 	l, err := c.partitionLog(g.partition)
 	if err != nil {
-		return err
+		return -1, err
 	}
-	_, err = l.Append(recs)
+	base, err := l.Append(recs)
 	if err != nil {
 		c.log.Warn("append to __consumer_offsets failed", "group", g.id, "partition", g.partition, "err", err)
 	}
-	return err
+	return base, err
 }
 
 type clientKey struct{}

@@ -24,15 +24,6 @@ func TestPartitionForMatchesJavaHashCode(t *testing.T) {
 	}
 }
 
-func TestLoadInProgress(t *testing.T) {
-	e := newEnv(t)
-	c := New(e.opts())
-	defer c.Close()
-	r := joinReq("g", joinOpts{})
-	wantErr(t, "join before load", c.JoinGroup(context.Background(), r).ErrorCode, kerr.CoordinatorLoadInProgress)
-	wantErr(t, "commit before load", commit(c, 8, "g", "", -1, "t", 0, 1), kerr.CoordinatorLoadInProgress)
-}
-
 func TestJoinSyncHeartbeatAndLeave(t *testing.T) {
 	e := newEnv(t)
 	c := e.start(nil)

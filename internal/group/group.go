@@ -30,6 +30,7 @@ var (
 	errGroupMaxSizeReached       = kerr.GroupMaxSizeReached.Code
 	errGroupSubscribedToTopic    = kerr.GroupSubscribedToTopic.Code
 	errUnsupportedVersion        = kerr.UnsupportedVersion.Code
+	errUnstableOffsetCommit      = kerr.UnstableOffsetCommit.Code
 )
 
 // State is a classic group's state, with Kafka's names (ClassicGroupState).
@@ -70,10 +71,14 @@ type tp struct {
 	partition int32
 }
 
-// offsetEntry is a committed offset; expireMs is the v1 ExpireTimestamp (-1 when none).
+// offsetEntry is a committed (or pending transactional) offset; expireMs is the v1
+// ExpireTimestamp (-1 when none); batchOffset is the base offset of the
+// __consumer_offsets batch that holds it (Kafka's CommitRecordMetadataAndOffset
+// .appendedBatchOffset), which orders a transaction's offsets against later commits.
 type offsetEntry struct {
 	Offset
-	expireMs int64
+	expireMs    int64
+	batchOffset int64
 }
 
 type joinResult struct {
@@ -174,6 +179,10 @@ type group struct {
 	syncSeq      uint64
 
 	offsets map[tp]offsetEntry
+	// pendingTxn holds the offsets of TxnOffsetCommits by producer ID until that
+	// producer's COMMIT or ABORT marker lands in the group's partition (Kafka's
+	// GroupMetadata.pendingTransactionalOffsetCommits).
+	pendingTxn map[int64]map[tp]offsetEntry
 	// subscribed is the union of the consumer members' subscribed topics, computed at
 	// each generation for protocol type "consumer"; nil when unknown.
 	subscribed map[string]bool
@@ -190,6 +199,47 @@ func newGroup(id string, partition int32, now int64) *group {
 		pending:     make(map[string]*time.Timer),
 		pendingSync: make(map[string]bool),
 		offsets:     make(map[tp]offsetEntry),
+		pendingTxn:  make(map[int64]map[tp]offsetEntry),
+	}
+}
+
+// hasPendingTxn reports whether a transaction holds a pending offset of t
+// (GroupMetadata.hasPendingOffsetCommitsForTopicPartition).
+func (g *group) hasPendingTxn(t tp) bool {
+	for _, offs := range g.pendingTxn {
+		if _, ok := offs[t]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// deleteOffset applies an offset tombstone of t: the committed offset and the pending
+// transactional offsets of t go (Kafka 4's OffsetMetadataManager.replay, which loading
+// follows too).
+func (g *group) deleteOffset(t tp) {
+	delete(g.offsets, t)
+	for pid, offs := range g.pendingTxn {
+		delete(offs, t)
+		if len(offs) == 0 {
+			delete(g.pendingTxn, pid)
+		}
+	}
+}
+
+// completePendingTxn is GroupMetadata.completePendingTxnOffsetCommit: on commit the
+// producer's pending offsets become the committed ones, unless a commit appended after
+// them is already there; on abort they are dropped.
+func (g *group) completePendingTxn(pid int64, commit bool) {
+	offs := g.pendingTxn[pid]
+	delete(g.pendingTxn, pid)
+	if !commit {
+		return
+	}
+	for t, e := range offs {
+		if cur, ok := g.offsets[t]; !ok || cur.batchOffset < e.batchOffset {
+			g.offsets[t] = e
+		}
 	}
 }
 

@@ -16,8 +16,13 @@ import (
 	"github.com/kmirror/kmirror/internal/storage"
 )
 
-// storageLog is a PartitionLog over the real internal/storage log, as the broker's.
-type storageLog struct{ l *storage.Log }
+// storageLog is a PartitionLog over the real internal/storage log, as the broker's. A
+// scan first waits for the partition's gate when the test set one.
+type storageLog struct {
+	l    *storage.Log
+	e    *env
+	part int32
+}
 
 func (s storageLog) Append(recs []record.KV) (int64, error) {
 	b := record.Build(record.BatchHeader{Timestamp: time.Now().UnixMilli(), ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, recs)
@@ -31,50 +36,65 @@ func (s storageLog) Append(recs []record.KV) (int64, error) {
 	return info.FirstOffset, nil
 }
 
-func (s storageLog) Scan(fn func(offset int64, key, value []byte) error) error {
-	off := s.l.LogStartOffset()
+func (s storageLog) AppendTransactional(recs []record.KV, pid int64, epoch int16) (int64, error) {
+	b := record.Build(record.BatchHeader{Attributes: record.TransactionalBit, Timestamp: time.Now().UnixMilli(),
+		ProducerID: pid, ProducerEpoch: epoch, BaseSequence: 0}, recs)
+	info, err := s.l.AppendAsCoordinator(b, 0)
+	if errors.Is(err, storage.ErrInvalidProducerEpoch) {
+		return 0, kerr.InvalidProducerEpoch
+	}
+	if err != nil {
+		return 0, err
+	}
+	return info.FirstOffset, s.l.Flush()
+}
+
+func (s storageLog) LogEndOffset() int64 { return s.l.LogEndOffset() }
+
+func (s storageLog) Scan(from int64, fn func(record.Batch) error) (int64, error) {
+	if gate := s.e.gate(s.part); gate != nil {
+		<-gate
+	}
+	off := max(from, s.l.LogStartOffset())
 	for off < s.l.LogEndOffset() {
 		buf, err := s.l.Read(off, 1<<20, s.l.LogEndOffset(), true)
 		if err != nil {
-			return err
+			return off, err
 		}
 		if len(buf) == 0 {
-			return nil
+			return off, nil
 		}
 		for len(buf) > 0 {
 			b, rest, err := record.Next(buf)
 			if err != nil {
-				return err
+				return off, err
 			}
 			buf = rest
-			if !b.IsControl() {
-				if err := record.ForEach(b, func(o, _ int64, k, v []byte) error {
-					if o < off {
-						return nil
-					}
-					return fn(o, k, v)
-				}); err != nil {
-					return err
-				}
+			if b.LastOffset() < off {
+				continue
+			}
+			if err := fn(b); err != nil {
+				return off, err
 			}
 			off = b.NextOffset()
 		}
 	}
-	return nil
+	return off, nil
 }
 
 // env holds the __consumer_offsets logs of a test "broker" under one directory, so that
-// a new Coordinator over the same directory is a restart.
+// a new Coordinator over the same directory (after closeLogs) is a restart.
 type env struct {
 	t      *testing.T
 	dir    string
 	mu     sync.Mutex
 	logs   map[int32]*storage.Log
+	gates  map[int32]chan struct{}
 	topics map[string]int32
 }
 
 func newEnv(t *testing.T) *env {
-	e := &env{t: t, dir: t.TempDir(), logs: map[int32]*storage.Log{}, topics: map[string]int32{"t": 4, "u": 2}}
+	e := &env{t: t, dir: t.TempDir(), logs: map[int32]*storage.Log{}, gates: map[int32]chan struct{}{}, topics: map[string]int32{"t": 4, "u": 2}}
 	t.Cleanup(e.closeLogs)
 	return e
 }
@@ -88,22 +108,67 @@ func (e *env) closeLogs() {
 	}
 }
 
+// hold makes scans of partition p wait until the returned function is called.
+func (e *env) hold(p int32) (release func()) {
+	ch := make(chan struct{})
+	e.mu.Lock()
+	e.gates[p] = ch
+	e.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			e.mu.Lock()
+			delete(e.gates, p)
+			e.mu.Unlock()
+			close(ch)
+		})
+	}
+}
+
+func (e *env) gate(p int32) chan struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.gates[p]
+}
+
+// storage opens (or returns) the log of partition p.
+func (e *env) storage(p int32) *storage.Log {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if l, ok := e.logs[p]; ok {
+		return l
+	}
+	l, err := storage.Open(filepath.Join(e.dir, fmt.Sprintf("%s-%d", TopicName, p)), [16]byte{1}, storage.DefaultConfig(), nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.logs[p] = l
+	return l
+}
+
+// marker appends a COMMIT or ABORT marker of pid to partition p, as the broker's marker
+// writer does, and tells c (when not nil) as the broker does.
+func (e *env) marker(c *Coordinator, p int32, pid int64, epoch int16, commit bool) {
+	e.t.Helper()
+	typ := record.ControlAbort
+	if commit {
+		typ = record.ControlCommit
+	}
+	l := e.storage(p)
+	if _, err := l.AppendControlAsLeader(record.BuildEndTxnMarker(typ, pid, epoch, 0, 0, time.Now().UnixMilli()), 0); err != nil {
+		e.t.Fatal(err)
+	}
+	if c != nil {
+		c.CompleteTxn(p, pid, commit)
+	}
+}
+
 func (e *env) opts() Options {
 	return Options{
 		NumPartitions:            3,
 		GroupMinSessionTimeoutMs: 10,
 		Log: func(p int32) (PartitionLog, error) {
-			e.mu.Lock()
-			defer e.mu.Unlock()
-			if l, ok := e.logs[p]; ok {
-				return storageLog{l}, nil
-			}
-			l, err := storage.Open(filepath.Join(e.dir, fmt.Sprintf("%s-%d", TopicName, p)), [16]byte{1}, storage.DefaultConfig(), nil)
-			if err != nil {
-				return nil, err
-			}
-			e.logs[p] = l
-			return storageLog{l}, nil
+			return storageLog{e.storage(p), e, p}, nil
 		},
 		TopicPartitionExists: func(topic string, p int32) bool {
 			n, ok := e.topics[topic]
@@ -112,17 +177,21 @@ func (e *env) opts() Options {
 	}
 }
 
-// start returns a loaded coordinator; mod adjusts the options.
+// start returns a coordinator that has loaded every partition (the single-node
+// broker's start-up); mod adjusts the options.
 func (e *env) start(mod func(*Options)) *Coordinator {
 	o := e.opts()
 	if mod != nil {
 		mod(&o)
 	}
 	c := New(o)
-	if err := c.Load(context.Background()); err != nil {
+	e.t.Cleanup(c.Close)
+	for p := int32(0); p < o.NumPartitions; p++ {
+		c.OnElection(p, 0)
+	}
+	if err := c.AwaitLoaded(context.Background()); err != nil {
 		e.t.Fatal(err)
 	}
-	e.t.Cleanup(c.Close)
 	return c
 }
 

@@ -9,11 +9,12 @@ import (
 
 // JoinGroup serves JoinGroup v0+ (GroupCoordinator.handleJoinGroup). It blocks until the
 // rebalance completes or ctx is done. Errors: INVALID_GROUP_ID (empty or longer than
-// MaxGroupIDLen), COORDINATOR_LOAD_IN_PROGRESS, INVALID_SESSION_TIMEOUT,
-// UNKNOWN_MEMBER_ID, MEMBER_ID_REQUIRED (v4+, with the new member ID),
-// INCONSISTENT_GROUP_PROTOCOL, FENCED_INSTANCE_ID, GROUP_MAX_SIZE_REACHED,
-// COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR (on Close). The client ID and host come
-// from WithClient.
+// MaxGroupIDLen), COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR (the group's partition
+// is not coordinated here, or it was resigned or the coordinator closed while the member
+// waited), INVALID_SESSION_TIMEOUT, UNKNOWN_MEMBER_ID, MEMBER_ID_REQUIRED (v4+, with the
+// new member ID), INCONSISTENT_GROUP_PROTOCOL, FENCED_INSTANCE_ID,
+// GROUP_MAX_SIZE_REACHED, COORDINATOR_NOT_AVAILABLE. The client ID and host come from
+// WithClient.
 func (c *Coordinator) JoinGroup(ctx context.Context, req *kmsg.JoinGroupRequest) *kmsg.JoinGroupResponse {
 	resp := kmsg.NewPtrJoinGroupResponse()
 	resp.Version = req.Version
@@ -31,7 +32,10 @@ func (c *Coordinator) JoinGroup(ctx context.Context, req *kmsg.JoinGroupRequest)
 		protocols = append(protocols, protocol{name: p.Name, metadata: p.Metadata})
 	}
 	isUnknown := req.MemberID == ""
-	g := c.getGroup(req.Group, isUnknown)
+	g, e := c.getGroup(req.Group, isUnknown)
+	if e != 0 {
+		return buildJoin(resp, joinResult{err: e, memberID: req.MemberID})
+	}
 	if g == nil {
 		return buildJoin(resp, joinResult{err: errUnknownMemberID, memberID: req.MemberID})
 	}
@@ -504,8 +508,9 @@ func (c *Coordinator) removeMember(g *group, m *member) {
 // SyncGroup serves SyncGroup v0+ (GroupCoordinator.handleSyncGroup). The leader's
 // assignment is stored in __consumer_offsets before anyone gets an answer; followers
 // block until then or ctx is done. Errors: INVALID_GROUP_ID, REBALANCE_IN_PROGRESS (also
-// while loading), UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, FENCED_INSTANCE_ID,
-// INCONSISTENT_GROUP_PROTOCOL (v5+ protocol type/name mismatch), COORDINATOR_NOT_AVAILABLE.
+// while loading), NOT_COORDINATOR (also to a waiting member on resignation),
+// UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, FENCED_INSTANCE_ID, INCONSISTENT_GROUP_PROTOCOL
+// (v5+ protocol type/name mismatch), COORDINATOR_NOT_AVAILABLE.
 func (c *Coordinator) SyncGroup(ctx context.Context, req *kmsg.SyncGroupRequest) *kmsg.SyncGroupResponse {
 	resp := kmsg.NewPtrSyncGroupResponse()
 	resp.Version = req.Version
@@ -520,7 +525,13 @@ func (c *Coordinator) SyncGroup(ctx context.Context, req *kmsg.SyncGroupRequest)
 		}
 		return fail(e)
 	}
-	g := c.getGroup(req.Group, false)
+	g, e := c.getGroup(req.Group, false)
+	if e == errCoordinatorLoadInProgress {
+		e = errRebalanceInProgress
+	}
+	if e != 0 {
+		return fail(e)
+	}
 	if g == nil {
 		return fail(errUnknownMemberID)
 	}
@@ -595,9 +606,9 @@ func (c *Coordinator) SyncGroup(ctx context.Context, req *kmsg.SyncGroupRequest)
 }
 
 // Heartbeat serves Heartbeat v0+ (GroupCoordinator.handleHeartbeat). Errors:
-// INVALID_GROUP_ID, UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, FENCED_INSTANCE_ID,
-// REBALANCE_IN_PROGRESS (the member must rejoin), COORDINATOR_NOT_AVAILABLE; NONE while
-// loading, as Kafka.
+// INVALID_GROUP_ID, NOT_COORDINATOR, UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION,
+// FENCED_INSTANCE_ID, REBALANCE_IN_PROGRESS (the member must rejoin),
+// COORDINATOR_NOT_AVAILABLE; NONE while loading, as Kafka.
 func (c *Coordinator) Heartbeat(_ context.Context, req *kmsg.HeartbeatRequest) *kmsg.HeartbeatResponse {
 	resp := kmsg.NewPtrHeartbeatResponse()
 	resp.Version = req.Version
@@ -607,7 +618,13 @@ func (c *Coordinator) Heartbeat(_ context.Context, req *kmsg.HeartbeatRequest) *
 		}
 		return resp
 	}
-	g := c.getGroup(req.Group, false)
+	g, e := c.getGroup(req.Group, false)
+	if e != 0 {
+		if e != errCoordinatorLoadInProgress {
+			resp.ErrorCode = e
+		}
+		return resp
+	}
 	if g == nil {
 		resp.ErrorCode = errUnknownMemberID
 		return resp
@@ -651,7 +668,11 @@ func (c *Coordinator) LeaveGroup(_ context.Context, req *kmsg.LeaveGroupRequest)
 		return resp
 	}
 	errs := make([]int16, len(leaving))
-	g := c.getGroup(req.Group, false)
+	g, e := c.getGroup(req.Group, false)
+	if e != 0 {
+		resp.ErrorCode = e
+		return resp
+	}
 	if g == nil {
 		for i := range errs {
 			errs[i] = errUnknownMemberID

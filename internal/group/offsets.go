@@ -13,7 +13,7 @@ import (
 // validation of Kafka 4's ClassicGroup.validateOffsetCommit). A commit with generation
 // -1 and no member ID is a simple commit, accepted while the group has no members (it
 // creates the group if absent). Per-partition errors: INVALID_GROUP_ID (longer than
-// MaxGroupIDLen), COORDINATOR_LOAD_IN_PROGRESS, UNKNOWN_TOPIC_OR_PARTITION,
+// MaxGroupIDLen), COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR, UNKNOWN_TOPIC_OR_PARTITION,
 // OFFSET_METADATA_TOO_LARGE, UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION (GROUP_ID_NOT_FOUND
 // from v9 for an absent group), FENCED_INSTANCE_ID, REBALANCE_IN_PROGRESS,
 // COORDINATOR_NOT_AVAILABLE; v10 (topic IDs) is answered UNSUPPORTED_VERSION.
@@ -91,7 +91,11 @@ func (c *Coordinator) OffsetCommit(_ context.Context, req *kmsg.OffsetCommitRequ
 	if len(commits) == 0 {
 		return resp
 	}
-	g := c.getGroup(req.Group, req.Generation < 0)
+	g, e := c.getGroup(req.Group, req.Generation < 0)
+	if e != 0 {
+		setAll(e)
+		return resp
+	}
 	if g == nil {
 		// Only a member of an older generation can commit to an absent group.
 		if req.Version >= 9 {
@@ -111,11 +115,13 @@ func (c *Coordinator) OffsetCommit(_ context.Context, req *kmsg.OffsetCommitRequ
 	for _, cm := range commits {
 		recs = append(recs, offsetRecord(g.id, cm.t, cm.e))
 	}
-	if err := c.appendRecords(g, recs); err != nil {
+	base, err := c.appendRecords(g, recs)
+	if err != nil {
 		setAll(storeErrorCode(err))
 		return resp
 	}
 	for _, cm := range commits {
+		cm.e.batchOffset = base
 		g.offsets[cm.t] = cm.e
 	}
 	return resp
@@ -154,8 +160,9 @@ func (c *Coordinator) validateCommit(g *group, req *kmsg.OffsetCommitRequest) in
 // OffsetFetch serves OffsetFetch v0-v9 (several groups per request from v8;
 // GroupCoordinator.handleFetchOffsets). Offsets are returned whatever the group's state;
 // a partition without a committed offset gets offset -1, leader epoch -1, metadata "".
-// RequireStable never yields UNSTABLE_OFFSET_COMMIT: kmirror keeps no pending
-// transactional offsets. Group errors: INVALID_GROUP_ID, COORDINATOR_LOAD_IN_PROGRESS,
+// With RequireStable (v7+), a partition with pending transactional offsets gets
+// UNSTABLE_OFFSET_COMMIT (GroupMetadataManager.getOffsets). Group errors:
+// INVALID_GROUP_ID, COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR,
 // COORDINATOR_NOT_AVAILABLE; v10 (topic IDs) is answered UNSUPPORTED_VERSION.
 func (c *Coordinator) OffsetFetch(_ context.Context, req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchResponse {
 	resp := kmsg.NewPtrOffsetFetchResponse()
@@ -176,14 +183,14 @@ func (c *Coordinator) OffsetFetch(_ context.Context, req *kmsg.OffsetFetchReques
 					topics = append(topics, fetchTopic{t.Topic, t.Partitions})
 				}
 			}
-			code, res := c.fetchOffsets(rg.Group, topics, rg.Topics == nil)
+			code, res := c.fetchOffsets(rg.Group, topics, rg.Topics == nil, req.RequireStable)
 			out.ErrorCode = code
 			for _, t := range res {
 				ot := kmsg.NewOffsetFetchResponseGroupTopic()
 				ot.Topic = t.topic
 				for _, p := range t.partitions {
 					op := kmsg.NewOffsetFetchResponseGroupTopicPartition()
-					op.Partition, op.Offset, op.LeaderEpoch = p.partition, p.Offset.Offset, p.LeaderEpoch
+					op.Partition, op.Offset, op.LeaderEpoch, op.ErrorCode = p.partition, p.Offset.Offset, p.LeaderEpoch, p.err
 					meta := p.Metadata
 					op.Metadata = &meta
 					ot.Partitions = append(ot.Partitions, op)
@@ -200,7 +207,7 @@ func (c *Coordinator) OffsetFetch(_ context.Context, req *kmsg.OffsetFetchReques
 			topics = append(topics, fetchTopic{t.Topic, t.Partitions})
 		}
 	}
-	code, res := c.fetchOffsets(req.Group, topics, req.Topics == nil && req.Version >= 2)
+	code, res := c.fetchOffsets(req.Group, topics, req.Topics == nil && req.Version >= 2, req.Version >= 7 && req.RequireStable)
 	resp.ErrorCode = code
 	if code != 0 && req.Version < 2 {
 		// v0-v1 have no top-level error: every requested partition carries it.
@@ -223,7 +230,7 @@ func (c *Coordinator) OffsetFetch(_ context.Context, req *kmsg.OffsetFetchReques
 		ot.Topic = t.topic
 		for _, p := range t.partitions {
 			op := kmsg.NewOffsetFetchResponseTopicPartition()
-			op.Partition, op.Offset, op.LeaderEpoch = p.partition, p.Offset.Offset, p.LeaderEpoch
+			op.Partition, op.Offset, op.LeaderEpoch, op.ErrorCode = p.partition, p.Offset.Offset, p.LeaderEpoch, p.err
 			meta := p.Metadata
 			op.Metadata = &meta
 			ot.Partitions = append(ot.Partitions, op)
@@ -241,6 +248,7 @@ type fetchTopic struct {
 type fetchedPartition struct {
 	partition int32
 	Offset
+	err int16
 }
 
 type fetchedTopic struct {
@@ -248,17 +256,38 @@ type fetchedTopic struct {
 	partitions []fetchedPartition
 }
 
-// fetchOffsets returns the committed offsets of the requested partitions (all when all).
-func (c *Coordinator) fetchOffsets(groupID string, topics []fetchTopic, all bool) (int16, []fetchedTopic) {
+// fetchOffsets returns the committed offsets of the requested partitions (all when
+// all); with stable, partitions with pending transactional offsets get
+// UNSTABLE_OFFSET_COMMIT.
+func (c *Coordinator) fetchOffsets(groupID string, topics []fetchTopic, all, stable bool) (int16, []fetchedTopic) {
 	if e := c.groupStatus(groupID, true); e != 0 {
 		return e, nil
 	}
-	g := c.getGroup(groupID, false)
+	g, e := c.getGroup(groupID, false)
+	if e != 0 {
+		return e, nil
+	}
 	var offs map[tp]offsetEntry
+	unstable := func(tp) bool { return false }
 	if g != nil {
 		g.mu.Lock()
 		defer g.mu.Unlock()
-		offs = g.offsets
+		if !g.is(Dead) {
+			offs = g.offsets
+			if stable {
+				unstable = g.hasPendingTxn
+			}
+		}
+	}
+	fetched := func(t tp) fetchedPartition {
+		if unstable(t) {
+			return fetchedPartition{partition: t.partition, Offset: Offset{Offset: -1, LeaderEpoch: -1}, err: errUnstableOffsetCommit}
+		}
+		o, ok := offs[t]
+		if !ok {
+			o.Offset = Offset{Offset: -1, LeaderEpoch: -1}
+		}
+		return fetchedPartition{partition: t.partition, Offset: o.Offset}
 	}
 	if all {
 		byTopic := make(map[string]int)
@@ -270,7 +299,7 @@ func (c *Coordinator) fetchOffsets(groupID string, topics []fetchTopic, all bool
 				byTopic[t.topic] = i
 				out = append(out, fetchedTopic{topic: t.topic})
 			}
-			out[i].partitions = append(out[i].partitions, fetchedPartition{t.partition, offs[t].Offset})
+			out[i].partitions = append(out[i].partitions, fetched(t))
 		}
 		return 0, out
 	}
@@ -278,11 +307,7 @@ func (c *Coordinator) fetchOffsets(groupID string, topics []fetchTopic, all bool
 	for _, t := range topics {
 		ft := fetchedTopic{topic: t.topic}
 		for _, p := range t.partitions {
-			o, ok := offs[tp{t.topic, p}]
-			if !ok {
-				o.Offset = Offset{Offset: -1, LeaderEpoch: -1}
-			}
-			ft.partitions = append(ft.partitions, fetchedPartition{p, o.Offset})
+			ft.partitions = append(ft.partitions, fetched(tp{t.topic, p}))
 		}
 		out = append(out, ft)
 	}
@@ -291,9 +316,10 @@ func (c *Coordinator) fetchOffsets(groupID string, topics []fetchTopic, all bool
 
 // OffsetDelete serves OffsetDelete v0+ (GroupCoordinator.handleDeleteOffsets): offsets of
 // an Empty group, or of topics a consumer group is not subscribed to, are deleted
-// (tombstones). Errors: INVALID_GROUP_ID, GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP (a
-// non-consumer group with members), per partition GROUP_SUBSCRIBED_TO_TOPIC and
-// UNKNOWN_TOPIC_OR_PARTITION.
+// (tombstones, which also drop pending transactional offsets of those partitions).
+// Errors: INVALID_GROUP_ID, COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR,
+// GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP (a non-consumer group with members), per partition
+// GROUP_SUBSCRIBED_TO_TOPIC and UNKNOWN_TOPIC_OR_PARTITION.
 func (c *Coordinator) OffsetDelete(_ context.Context, req *kmsg.OffsetDeleteRequest) *kmsg.OffsetDeleteResponse {
 	resp := kmsg.NewPtrOffsetDeleteResponse()
 	resp.Version = req.Version
@@ -301,7 +327,11 @@ func (c *Coordinator) OffsetDelete(_ context.Context, req *kmsg.OffsetDeleteRequ
 		resp.ErrorCode = e
 		return resp
 	}
-	g := c.getGroup(req.Group, false)
+	g, e := c.getGroup(req.Group, false)
+	if e != 0 {
+		resp.ErrorCode = e
+		return resp
+	}
 	if g == nil {
 		resp.ErrorCode = errGroupIDNotFound
 		return resp
@@ -336,12 +366,12 @@ func (c *Coordinator) OffsetDelete(_ context.Context, req *kmsg.OffsetDeleteRequ
 			}
 		}
 	}
-	if err := c.appendRecords(g, recs); err != nil {
+	if _, err := c.appendRecords(g, recs); err != nil {
 		resp.ErrorCode = storeErrorCode(err)
 		return resp
 	}
 	for _, k := range removed {
-		delete(g.offsets, k)
+		g.deleteOffset(k)
 	}
 	for i, t := range req.Topics {
 		rt := kmsg.NewOffsetDeleteResponseTopic()
@@ -361,16 +391,22 @@ func (c *Coordinator) OffsetDelete(_ context.Context, req *kmsg.OffsetDeleteRequ
 // expire once the group has been Empty for offsets.retention.ms; offsets of a group
 // without protocol type (simple commits) expire retention after their commit; a Stable
 // consumer group's offsets of topics no member subscribes to expire retention after
-// their commit; an explicit v1 expire timestamp wins. An Empty group left without
-// offsets becomes Dead and is deleted (tombstone).
+// their commit; an explicit v1 expire timestamp wins. An offset with pending
+// transactional offsets of the same partition does not expire (Kafka 4's
+// OffsetMetadataManager.cleanupExpiredOffsets). An Empty group left without offsets,
+// committed or pending, becomes Dead and is deleted (tombstone).
 func (c *Coordinator) expireOffsets(now int64) {
 	retention := c.opts.OffsetsRetentionMs
 	for _, g := range c.allGroups() {
 		g.mu.Lock()
+		if g.is(Dead) {
+			g.mu.Unlock()
+			continue
+		}
 		var expired []tp
 		expiredBy := func(base func(offsetEntry) int64, subscribed map[string]bool) {
 			for k, o := range g.offsets {
-				if subscribed != nil && subscribed[k.topic] {
+				if (subscribed != nil && subscribed[k.topic]) || g.hasPendingTxn(k) {
 					continue
 				}
 				if o.expireMs >= 0 {
@@ -400,17 +436,17 @@ func (c *Coordinator) expireOffsets(now int64) {
 		for _, k := range expired {
 			recs = append(recs, offsetTombstone(g.id, k))
 		}
-		dead := g.is(Empty) && len(g.offsets) == len(expired) && len(g.members) == 0 && len(g.pending) == 0
+		dead := g.is(Empty) && len(g.offsets) == len(expired) && len(g.members) == 0 && len(g.pending) == 0 && len(g.pendingTxn) == 0
 		if dead {
 			recs = append(recs, record.KV{Key: groupKey(g.id)})
 		}
 		if len(recs) > 0 {
-			if err := c.appendRecords(g, recs); err != nil {
+			if _, err := c.appendRecords(g, recs); err != nil {
 				g.mu.Unlock()
 				continue
 			}
 			for _, k := range expired {
-				delete(g.offsets, k)
+				g.deleteOffset(k)
 			}
 			if dead {
 				g.stopTimers()

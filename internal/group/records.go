@@ -2,7 +2,6 @@ package group
 
 import (
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -96,7 +95,8 @@ func groupRecord(g *group, assignment map[string][]byte) record.KV {
 
 // storeGroup writes the group's metadata record (GroupMetadataManager.storeGroup).
 func (c *Coordinator) storeGroup(g *group, assignment map[string][]byte) error {
-	return c.appendRecords(g, []record.KV{groupRecord(g, assignment)})
+	_, err := c.appendRecords(g, []record.KV{groupRecord(g, assignment)})
+	return err
 }
 
 // storeErrorCode maps a failed append to __consumer_offsets to the error the client gets,
@@ -118,74 +118,135 @@ func storeErrorCode(err error) int16 {
 	return errCoordinatorNotAvailable
 }
 
-// loadState replays __consumer_offsets records (GroupMetadataManager.doLoadGroupsAndOffsets).
+// loadState replays the batches of one partition of __consumer_offsets
+// (GroupMetadataManager.doLoadGroupsAndOffsets): later records win, tombstones delete;
+// offsets of a transactional batch are pending for its producer until that producer's
+// COMMIT marker (which makes those not older than the committed ones the committed
+// offsets) or ABORT marker (which drops them).
 type loadState struct {
 	offsets map[string]map[tp]offsetEntry
+	pending map[int64]map[string]map[tp]offsetEntry // producer ID → group → partition
 	groups  map[string]*kmsg.GroupMetadataValue
 	skipped int
 }
 
 func newLoadState() *loadState {
-	return &loadState{offsets: make(map[string]map[tp]offsetEntry), groups: make(map[string]*kmsg.GroupMetadataValue)}
+	return &loadState{offsets: make(map[string]map[tp]offsetEntry), pending: make(map[int64]map[string]map[tp]offsetEntry),
+		groups: make(map[string]*kmsg.GroupMetadataValue)}
 }
 
-func (s *loadState) apply(_ int64, key, value []byte) error {
+func (s *loadState) apply(b record.Batch) error {
+	pid := b.ProducerID()
+	if b.IsControl() {
+		if b.RecordCount() == 0 {
+			return nil // Kafka reads the marker's first record; an emptied batch has none
+		}
+		typ, err := b.ControlType()
+		if err != nil {
+			s.skipped++
+			return nil
+		}
+		switch typ {
+		case record.ControlCommit:
+			for id, offs := range s.pending[pid] {
+				for t, e := range offs {
+					if cur, ok := s.offsets[id][t]; !ok || cur.batchOffset < e.batchOffset {
+						if s.offsets[id] == nil {
+							s.offsets[id] = make(map[tp]offsetEntry)
+						}
+						s.offsets[id][t] = e
+					}
+				}
+			}
+			delete(s.pending, pid)
+		case record.ControlAbort:
+			delete(s.pending, pid)
+		}
+		return nil
+	}
+	txn := b.IsTransactional()
+	base := b.BaseOffset()
+	return record.ForEach(b, func(_, _ int64, key, value []byte) error {
+		s.applyRecord(base, txn, pid, key, value)
+		return nil
+	})
+}
+
+func (s *loadState) applyRecord(base int64, txn bool, pid int64, key, value []byte) {
 	if len(key) < 2 {
 		s.skipped++
-		return nil
+		return
 	}
 	switch version := int16(key[0])<<8 | int16(key[1]); version {
 	case 0, 1:
 		var k kmsg.OffsetCommitKey
 		if err := k.ReadFrom(key); err != nil {
 			s.skipped++
-			return nil
+			return
 		}
 		t := tp{k.Topic, k.Partition}
 		if value == nil {
+			if txn {
+				delete(s.pending[pid][k.Group], t)
+				return
+			}
+			// A tombstone deletes the committed offset and the pending transactional
+			// ones of the partition (Kafka 4's OffsetMetadataManager.replay).
 			delete(s.offsets[k.Group], t)
-			return nil
+			for _, byGroup := range s.pending {
+				delete(byGroup[k.Group], t)
+			}
+			return
 		}
 		var v kmsg.OffsetCommitValue
 		if err := v.ReadFrom(value); err != nil {
 			s.skipped++
-			return nil
+			return
 		}
-		e := offsetEntry{Offset: Offset{Offset: v.Offset, LeaderEpoch: -1, Metadata: v.Metadata, CommitTimestampMs: v.CommitTimestamp}, expireMs: -1}
+		e := offsetEntry{Offset: Offset{Offset: v.Offset, LeaderEpoch: -1, Metadata: v.Metadata, CommitTimestampMs: v.CommitTimestamp},
+			expireMs: -1, batchOffset: base}
 		if v.Version >= 3 {
 			e.LeaderEpoch = v.LeaderEpoch
 		}
 		if v.Version == 1 && v.ExpireTimestamp >= 0 {
 			e.expireMs = v.ExpireTimestamp
 		}
-		if s.offsets[k.Group] == nil {
-			s.offsets[k.Group] = make(map[tp]offsetEntry)
+		m := s.offsets
+		if txn {
+			m = s.pending[pid]
+			if m == nil {
+				m = make(map[string]map[tp]offsetEntry)
+				s.pending[pid] = m
+			}
 		}
-		s.offsets[k.Group][t] = e
+		if m[k.Group] == nil {
+			m[k.Group] = make(map[tp]offsetEntry)
+		}
+		m[k.Group][t] = e
 	case 2:
 		var k kmsg.GroupMetadataKey
 		if err := k.ReadFrom(key); err != nil {
 			s.skipped++
-			return nil
+			return
 		}
 		if value == nil {
 			delete(s.groups, k.Group)
-			return nil
+			return
 		}
 		v := new(kmsg.GroupMetadataValue)
 		if err := v.ReadFrom(value); err != nil {
 			s.skipped++
-			return nil
+			return
 		}
 		s.groups[k.Group] = v
 	}
-	return nil
 }
 
 // build turns the replayed records into groups: a group with members is Stable, one
-// without is Empty; offsets without group metadata make an Empty group with no protocol
-// type (a simple consumer's).
-func (s *loadState) build(c *Coordinator) map[string]*group {
+// without is Empty; offsets (committed or pending) without group metadata make an Empty
+// group with no protocol type (a simple consumer's, or a transactional producer's). It
+// also returns, per producer ID, the groups holding its pending offsets.
+func (s *loadState) build(c *Coordinator) (map[string]*group, map[int64][]string) {
 	out := make(map[string]*group)
 	for id, v := range s.groups {
 		g := newGroup(id, c.PartitionFor(id), -1)
@@ -232,19 +293,32 @@ func (s *loadState) build(c *Coordinator) map[string]*group {
 		g.computeSubscribed()
 		out[id] = g
 	}
-	for id, offs := range s.offsets {
-		if len(offs) == 0 {
-			continue
-		}
+	get := func(id string) *group {
 		g := out[id]
 		if g == nil {
 			g = newGroup(id, c.PartitionFor(id), time.Now().UnixMilli())
 			out[id] = g
 		}
-		g.offsets = offs
+		return g
 	}
-	if s.skipped > 0 {
-		c.log.Warn(fmt.Sprintf("skipped %d undecodable or unsupported records while loading %s", s.skipped, TopicName))
+	for id, offs := range s.offsets {
+		if len(offs) > 0 {
+			get(id).offsets = offs
+		}
 	}
-	return out
+	open := make(map[int64][]string)
+	for pid, byGroup := range s.pending {
+		for id, offs := range byGroup {
+			if len(offs) == 0 {
+				continue
+			}
+			g := get(id)
+			if g.pendingTxn == nil {
+				g.pendingTxn = make(map[int64]map[tp]offsetEntry)
+			}
+			g.pendingTxn[pid] = offs
+			open[pid] = append(open[pid], id)
+		}
+	}
+	return out, open
 }

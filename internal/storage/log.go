@@ -194,6 +194,30 @@ func (l *Log) AppendAsLeader(b record.Batch, leaderEpoch int32, logAppendTimeMs 
 	return l.appendLocked(b, []pending{{b: b}})
 }
 
+// AppendAsCoordinator appends a batch written by a coordinator of this broker, such
+// as the group coordinator's transactional offset commits (Kafka's
+// AppendOrigin.COORDINATOR): as AppendAsLeader, except that sequence numbers are
+// neither checked nor used to find duplicates (coordinator batches carry base sequence
+// 0, as Kafka's GroupMetadataManager writes them). A producer epoch below the
+// producer's current epoch is ErrInvalidProducerEpoch (ProducerAppendInfo
+// .checkProducerEpoch); ErrCorrupt as AppendAsLeader.
+func (l *Log) AppendAsCoordinator(b record.Batch, leaderEpoch int32) (AppendInfo, error) {
+	if err := checkFraming(b); err != nil {
+		return AppendInfo{}, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Load() {
+		return AppendInfo{}, ErrClosed
+	}
+	if err := l.ps.checkEpoch(b); err != nil {
+		return AppendInfo{}, err
+	}
+	b.SetBaseOffset(l.leo.Load())
+	b.SetLeaderEpoch(leaderEpoch)
+	return l.appendLocked(b, []pending{{b: b}})
+}
+
 // AppendControlAsLeader appends a control batch built by record.BuildEndTxnMarker or
 // record.BuildMirrorPIDReset at the LEO with leaderEpoch (failover, spec section 5).
 // A marker with a producer epoch below the producer's current epoch gets

@@ -142,6 +142,17 @@ func (p *producerState) checkLeader(b record.Batch) (*batchMeta, error) {
 	return nil, nil
 }
 
+// checkEpoch validates only the producer epoch of b (a coordinator's batch: Kafka's
+// ProducerAppendInfo with AppendOrigin.COORDINATOR skips the sequence checks).
+func (p *producerState) checkEpoch(b record.Batch) error {
+	if pid := b.ProducerID(); pid >= 0 {
+		if e := p.producers[pid]; e != nil && b.ProducerEpoch() < e.epoch {
+			return ErrInvalidProducerEpoch
+		}
+	}
+	return nil
+}
+
 // apply updates the state with a batch appended at its (final) offsets, leader and
 // follower alike. For an ABORT marker closing an open transaction it returns the
 // aborted transaction for the transaction index.

@@ -45,3 +45,39 @@ func TestEmptiedMarkerClosesTransaction(t *testing.T) {
 	defer l.Close()
 	check("after a restart")
 }
+
+// TestAppendAsCoordinator: a coordinator's transactional batches (base sequence 0 each,
+// as Kafka's group coordinator writes them) are never taken for duplicates nor refused
+// for their sequence, also at a new producer epoch; an older epoch is fenced; the
+// marker closes the transaction they opened.
+func TestAppendAsCoordinator(t *testing.T) {
+	l := openT(t, t.TempDir(), DefaultConfig())
+	defer l.Close()
+	txnBatch := func(epoch int16) record.Batch {
+		return record.Build(record.BatchHeader{Attributes: record.TransactionalBit, ProducerID: 9, ProducerEpoch: epoch, BaseSequence: 0},
+			[]record.KV{{Key: []byte("k"), Value: []byte("v")}})
+	}
+	var offs []int64
+	for _, e := range []int16{0, 0, 2} {
+		info, err := l.AppendAsCoordinator(txnBatch(e), 0)
+		if err != nil || info.Duplicate {
+			t.Fatalf("epoch %d: %+v %v", e, info, err)
+		}
+		offs = append(offs, info.FirstOffset)
+	}
+	if offs[0] != 0 || offs[1] != 1 || offs[2] != 2 {
+		t.Fatalf("offsets %v", offs)
+	}
+	if _, err := l.AppendAsCoordinator(txnBatch(1), 0); !isErr(err, ErrInvalidProducerEpoch) {
+		t.Fatalf("older epoch: %v", err)
+	}
+	if o := l.OpenTransactions(); len(o) != 1 || o[0].FirstOffset != 0 {
+		t.Fatalf("open transactions %+v", o)
+	}
+	if _, err := l.AppendControlAsLeader(record.BuildEndTxnMarker(record.ControlCommit, 9, 2, 0, 5, 0), 0); err != nil {
+		t.Fatal(err)
+	}
+	if o := l.OpenTransactions(); len(o) != 0 {
+		t.Fatalf("open transactions after the marker %+v", o)
+	}
+}

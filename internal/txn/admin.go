@@ -9,7 +9,8 @@ import (
 
 // Describe serves one transactional ID of DescribeTransactions v0
 // (TransactionCoordinator.handleDescribeTransactions). Errors in ErrorCode:
-// INVALID_REQUEST (empty ID), TRANSACTIONAL_ID_NOT_FOUND, COORDINATOR_NOT_AVAILABLE.
+// INVALID_REQUEST (empty ID), NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
+// TRANSACTIONAL_ID_NOT_FOUND, COORDINATOR_NOT_AVAILABLE.
 func (c *Coordinator) Describe(id string) kmsg.DescribeTransactionsResponseTransactionState {
 	out := kmsg.NewDescribeTransactionsResponseTransactionState()
 	out.TransactionalID = id
@@ -21,7 +22,11 @@ func (c *Coordinator) Describe(id string) kmsg.DescribeTransactionsResponseTrans
 		out.ErrorCode = kerr.InvalidRequest.Code
 		return out
 	}
-	t := c.lookup(id)
+	t, e := c.lookup(id)
+	if e != nil {
+		out.ErrorCode = e.Code
+		return out
+	}
 	if t == nil {
 		out.ErrorCode = kerr.TransactionalIDNotFound.Code
 		return out
@@ -46,11 +51,20 @@ func (c *Coordinator) Describe(id string) kmsg.DescribeTransactionsResponseTrans
 // transactions matching every given filter (states by Kafka name, producer IDs, and
 // from v1 a minimum running time in ms, −1 for none), sorted by transactional ID.
 // Unknown state names are returned in UnknownStateFilters; an unknown state filter
-// alone matches nothing.
+// alone matches nothing. Only the loaded partitions' transactions are listed;
+// ErrorCode is COORDINATOR_LOAD_IN_PROGRESS (and nothing listed) while a partition
+// loads, COORDINATOR_NOT_AVAILABLE once closed.
 func (c *Coordinator) List(req *kmsg.ListTransactionsRequest, nowMs int64) *kmsg.ListTransactionsResponse {
 	resp := req.ResponseKind().(*kmsg.ListTransactionsResponse)
 	if e := c.status(); e != nil {
 		resp.ErrorCode = e.Code
+		return resp
+	}
+	c.mu.Lock()
+	loading := c.loadingLocked()
+	c.mu.Unlock()
+	if loading {
+		resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
 		return resp
 	}
 	states := map[State]bool{}

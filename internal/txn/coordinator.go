@@ -6,15 +6,16 @@
 // TxnMetadataValue formats. It follows Apache Kafka's TransactionCoordinator,
 // TransactionStateManager, TransactionMetadata and TransactionMarkerChannelManager
 // (core/src/main/scala/kafka/coordinator/transaction) with Kafka 3.x semantics
-// (transaction version 0/1: no KIP-890 part 2 epoch bump per transaction). On a single
-// node the coordinator writes markers through a MarkerWriter (the broker appends them to
-// its partition logs) instead of sending WriteTxnMarkers.
+// (transaction version 0/1: no KIP-890 part 2 epoch bump per transaction). A coordinator
+// serves the partitions of __transaction_state it is elected for (OnElection,
+// OnResignation), stamping their leader epoch on markers as the coordinator epoch; it
+// writes markers through a MarkerWriter (the single-node broker appends them to its
+// partition logs) instead of sending WriteTxnMarkers itself.
 package txn
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -22,7 +23,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/kmirror/kmirror/internal/group"
 	"github.com/kmirror/kmirror/internal/record"
 )
 
@@ -49,13 +49,12 @@ type MarkerWriter interface {
 	WriteMarker(m Marker) error
 }
 
-// OffsetStore is the group coordinator as the transaction coordinator needs it
-// (implemented by *group.Coordinator).
-type OffsetStore interface {
+// Groups is the group coordinator as the transaction coordinator needs it
+// (implemented by *group.Coordinator): AddOffsetsToTxn adds the group's partition of
+// __consumer_offsets to the transaction.
+type Groups interface {
 	// PartitionFor is the __consumer_offsets partition of a group.
 	PartitionFor(groupID string) int32
-	// CommitTxnOffsets makes a committed transaction's offsets visible.
-	CommitTxnOffsets(groupID string, offsets []group.TxnOffset) error
 }
 
 // Options configures a Coordinator; zero values take Kafka's defaults (noted per field).
@@ -75,12 +74,14 @@ type Options struct {
 	// NewProducerID allocates a producer ID (Kafka's ProducerIdManager).
 	NewProducerID func() (int64, error)
 	Markers       MarkerWriter
-	Offsets       OffsetStore
+	Groups        Groups
 	Logger        *slog.Logger
 }
 
-// Coordinator is the transaction coordinator for every partition of
-// __transaction_state (single node: all of them). Safe for concurrent use.
+// Coordinator is the transaction coordinator for the partitions of
+// __transaction_state this broker leads: OnElection loads a partition and serves its
+// transactional IDs, OnResignation unloads them (Kafka's TransactionCoordinator
+// .onElection / onResignation and TransactionStateManager). Safe for concurrent use.
 type Coordinator struct {
 	opts   Options
 	log    *slog.Logger
@@ -89,16 +90,21 @@ type Coordinator struct {
 	topicMu sync.Mutex // serializes EnsureTopic
 	topicOK bool
 
-	// mu guards txns and byPID. Lock order: txnMetadata.mu before mu.
-	mu    sync.Mutex
-	txns  map[string]*txnMetadata
-	byPID map[int64]*txnMetadata
+	// mu guards the maps below. Lock order: txnMetadata.mu before mu.
+	mu       sync.Mutex
+	parts    map[int32]*txnPartition  // elected partitions (loading, loaded or failed)
+	epochs   map[int32]int32          // highest leader epoch seen per partition
+	resigned map[int32]int32          // leader epoch of the latest resignation per partition
+	byPID    map[int64]*txnMetadata   // transactions of the loaded partitions by producer ID
+	retired  map[int32][]*txnMetadata // unloaded transactions, until the partition's next load
+	loads    sync.WaitGroup
 
 	stop chan struct{}
 	once sync.Once
 }
 
-// New returns a coordinator; call Load before serving requests and Run for the timers.
+// New returns a coordinator that owns no partition (transactional IDs get
+// NOT_COORDINATOR until OnElection loads their partition); call Run for the timers.
 func New(opts Options) *Coordinator {
 	if opts.NumPartitions <= 0 {
 		opts.NumPartitions = 50
@@ -115,89 +121,8 @@ func New(opts Options) *Coordinator {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Coordinator{opts: opts, log: opts.Logger, txns: map[string]*txnMetadata{}, byPID: map[int64]*txnMetadata{},
-		stop: make(chan struct{})}
-}
-
-// coordinatorEpoch is the epoch stamped on markers: a single node never changes
-// coordinator, so it is constant.
-const coordinatorEpoch = 0
-
-// Load replays every partition of __transaction_state when the topic exists (later
-// records win, tombstones delete; Kafka's TransactionStateManager.loadTransactionsForTxnTopicPartition),
-// then completes transactions left in PrepareCommit/PrepareAbort by writing their
-// markers, and aborts Ongoing transactions holding pending offsets (which are not
-// durable). topicExists reports whether __transaction_state exists.
-func (c *Coordinator) Load(topicExists bool) error {
-	if !topicExists {
-		return nil
-	}
-	c.topicMu.Lock()
-	c.topicOK = true
-	c.topicMu.Unlock()
-	loaded := map[string]*snapshot{}
-	for p := int32(0); p < c.opts.NumPartitions; p++ {
-		l, err := c.opts.Log(p)
-		if err != nil {
-			return err
-		}
-		err = l.Scan(func(_ int64, key, value []byte) error {
-			id, s, err := decodeRecord(key, value)
-			if err != nil {
-				c.log.Warn("skipping an unreadable transaction log record", "partition", p, "err", err)
-				return nil
-			}
-			if s == nil {
-				delete(loaded, id)
-			} else {
-				loaded[id] = s
-			}
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("loading %s-%d: %w", TopicName, p, err)
-		}
-	}
-	for id, s := range loaded {
-		t := &txnMetadata{id: id, txnFields: txnFields{producerID: s.producerID, lastProducerID: -1,
-			producerEpoch: s.producerEpoch, lastProducerEpoch: noProducerEpoch, timeoutMs: s.timeoutMs,
-			state: s.state, startMs: s.startMs, lastUpdateMs: s.lastUpdateMs, partitions: map[TopicPartition]struct{}{}}}
-		for _, tp := range s.partitions {
-			t.partitions[tp] = struct{}{}
-		}
-		if t.state == Dead {
-			continue
-		}
-		c.txns[id] = t
-		c.byPID[t.producerID] = t
-	}
-	for _, t := range c.all() {
-		t.mu.Lock()
-		switch t.state {
-		case PrepareCommit, PrepareAbort:
-			if err := c.completeLocked(t); err != nil {
-				c.log.Warn("completing a loaded transaction; retried later", "transactional.id", t.id, "err", err)
-			}
-		case Ongoing:
-			if c.hasOffsetsPartition(t) {
-				c.log.Info("aborting a loaded transaction whose pending offsets were lost", "transactional.id", t.id)
-				if err := c.fenceAndAbortLocked(t); err != nil {
-					c.log.Warn("aborting a loaded transaction; retried later", "transactional.id", t.id, "err", err)
-				}
-			}
-		}
-		t.mu.Unlock()
-	}
-	return nil
-}
-
-func (c *Coordinator) hasOffsetsPartition(t *txnMetadata) bool {
-	for tp := range t.partitions {
-		if tp.Topic == group.TopicName {
-			return true
-		}
-	}
-	return false
+	return &Coordinator{opts: opts, log: opts.Logger, parts: map[int32]*txnPartition{}, epochs: map[int32]int32{},
+		resigned: map[int32]int32{}, byPID: map[int64]*txnMetadata{}, retired: map[int32][]*txnMetadata{}, stop: make(chan struct{})}
 }
 
 // Run aborts timed-out transactions and removes expired transactional IDs every
@@ -219,29 +144,48 @@ func (c *Coordinator) Run(ctx context.Context) {
 	}
 }
 
-// Close stops Run (if running) and makes every request answer
+// Close stops Run (if running) and the loads, and makes every request answer
 // COORDINATOR_NOT_AVAILABLE.
 func (c *Coordinator) Close() {
 	c.once.Do(func() {
+		c.mu.Lock()
 		c.closed.Store(true)
+		for _, part := range c.parts {
+			part.abandoned.Store(true)
+		}
+		c.mu.Unlock()
 		close(c.stop)
+		c.loads.Wait()
 	})
 }
 
+// all returns the transactions of the loaded partitions.
 func (c *Coordinator) all() []*txnMetadata {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]*txnMetadata, 0, len(c.txns))
-	for _, t := range c.txns {
-		out = append(out, t)
+	var out []*txnMetadata
+	for _, part := range c.parts {
+		if part.state != partLoaded {
+			continue
+		}
+		for _, t := range part.txns {
+			out = append(out, t)
+		}
 	}
 	return out
 }
 
-func (c *Coordinator) get(id string) *txnMetadata {
+// get returns the transaction of id (nil if absent) or the error of its partition:
+// NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS (TransactionStateManager
+// .getTransactionState).
+func (c *Coordinator) get(id string) (*txnMetadata, *kerr.Error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.txns[id]
+	part, e := c.partitionLocked(PartitionFor(id, c.opts.NumPartitions))
+	if e != nil {
+		return nil, e
+	}
+	return part.txns[id], nil
 }
 
 // ensureTopic creates __transaction_state on first use.

@@ -13,14 +13,17 @@ import (
 const TopicName = "__transaction_state"
 
 // StateLog is one partition of __transaction_state as the coordinator needs it; the
-// broker supplies it over its real partition log (the same shape as
-// group.PartitionLog).
+// broker supplies it over its real partition log, as the leader of the partition (the
+// methods of group.PartitionLog it needs, with the same contracts).
 type StateLog interface {
-	// Append appends one uncompressed batch holding recs; it returns once the batch is
+	// Append appends one uncompressed batch holding recs (record.Build, producer ID
+	// -1), assigning offsets; it returns the batch's base offset once the batch is
 	// durable and visible.
 	Append(recs []record.KV) (int64, error)
-	// Scan calls fn for every record from the log start to the LEO, in offset order.
-	Scan(fn func(offset int64, key, value []byte) error) error
+	// Scan calls fn for every batch, control batches included, from the batch holding
+	// offset from (the log start if from is below it) to the log end offset, in offset
+	// order; it returns the offset after the last batch it read.
+	Scan(from int64, fn func(b record.Batch) error) (int64, error)
 }
 
 // PartitionFor is the __transaction_state partition of a transactional ID:

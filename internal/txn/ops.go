@@ -31,32 +31,47 @@ func (c *Coordinator) transitLocked(t *txnMetadata, mutate func()) error {
 		if c.byPID[saved.producerID] == t {
 			delete(c.byPID, saved.producerID)
 		}
-		c.byPID[t.producerID] = t
+		if !t.unloaded.Load() {
+			c.byPID[t.producerID] = t
+		}
 		c.mu.Unlock()
 	}
 	return nil
 }
 
 // getOrCreate returns the live metadata of id, creating it Empty with a new producer ID
-// and epoch −1 (not yet logged) when absent. The result is returned locked.
-func (c *Coordinator) getOrCreate(id string, timeoutMs int32) (*txnMetadata, error) {
+// and epoch −1 (not yet logged) when absent (TransactionStateManager
+// .putTransactionStateIfNotExists). The result is returned locked. Errors:
+// NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE (no producer
+// ID).
+func (c *Coordinator) getOrCreate(id string, timeoutMs int32) (*txnMetadata, *kerr.Error) {
 	for {
 		c.mu.Lock()
-		t := c.txns[id]
+		part, e := c.partitionLocked(PartitionFor(id, c.opts.NumPartitions))
+		if e != nil {
+			c.mu.Unlock()
+			return nil, e
+		}
+		t := part.txns[id]
 		if t == nil {
 			pid, err := c.opts.NewProducerID()
 			if err != nil {
 				c.mu.Unlock()
-				return nil, err
+				c.log.Warn("allocating a producer ID", "err", err)
+				return nil, kerr.CoordinatorNotAvailable
 			}
-			t = &txnMetadata{id: id, txnFields: txnFields{producerID: pid, lastProducerID: -1,
+			t = &txnMetadata{id: id, coordEpoch: part.epoch, txnFields: txnFields{producerID: pid, lastProducerID: -1,
 				producerEpoch: noProducerEpoch, lastProducerEpoch: noProducerEpoch, timeoutMs: timeoutMs,
 				state: Empty, startMs: -1, lastUpdateMs: nowMs(), partitions: map[TopicPartition]struct{}{}}}
-			c.txns[id] = t
+			part.txns[id] = t
 			c.byPID[pid] = t
 		}
 		c.mu.Unlock()
 		t.mu.Lock()
+		if t.unloaded.Load() {
+			t.mu.Unlock()
+			return nil, kerr.NotCoordinator
+		}
 		if t.state != Dead {
 			return t, nil
 		}
@@ -64,18 +79,23 @@ func (c *Coordinator) getOrCreate(id string, timeoutMs int32) (*txnMetadata, err
 	}
 }
 
-// lookup returns the live metadata of id locked, or nil.
-func (c *Coordinator) lookup(id string) *txnMetadata {
-	t := c.get(id)
+// lookup returns the live metadata of id locked, nil if absent, or the error of its
+// partition (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS).
+func (c *Coordinator) lookup(id string) (*txnMetadata, *kerr.Error) {
+	t, e := c.get(id)
 	if t == nil {
-		return nil
+		return nil, e
 	}
 	t.mu.Lock()
+	if t.unloaded.Load() {
+		t.mu.Unlock()
+		return nil, kerr.NotCoordinator
+	}
 	if t.state == Dead {
 		t.mu.Unlock()
-		return nil
+		return nil, nil
 	}
-	return t
+	return t, nil
 }
 
 // InitProducerID serves InitProducerId with a transactional ID
@@ -83,8 +103,9 @@ func (c *Coordinator) lookup(id string) *txnMetadata {
 // producer ID at epoch 0; a known one gets its epoch bumped (fencing older producers),
 // after aborting an ongoing transaction; an exhausted epoch rotates the producer ID.
 // expectedPID/expectedEpoch are the KIP-360 fields of v3+ (−1 when absent). Errors:
-// INVALID_REQUEST, INVALID_TRANSACTION_TIMEOUT, PRODUCER_FENCED,
-// CONCURRENT_TRANSACTIONS, COORDINATOR_NOT_AVAILABLE.
+// INVALID_REQUEST, INVALID_TRANSACTION_TIMEOUT, NOT_COORDINATOR,
+// COORDINATOR_LOAD_IN_PROGRESS, PRODUCER_FENCED, CONCURRENT_TRANSACTIONS,
+// COORDINATOR_NOT_AVAILABLE.
 func (c *Coordinator) InitProducerID(id string, timeoutMs int32, expectedPID int64, expectedEpoch int16) (int64, int16, *kerr.Error) {
 	if e := c.status(); e != nil {
 		return -1, -1, e
@@ -99,10 +120,9 @@ func (c *Coordinator) InitProducerID(id string, timeoutMs int32, expectedPID int
 		c.log.Warn("creating "+TopicName, "err", err)
 		return -1, -1, kerr.CoordinatorNotAvailable
 	}
-	t, err := c.getOrCreate(id, timeoutMs)
-	if err != nil {
-		c.log.Warn("allocating a producer ID", "err", err)
-		return -1, -1, kerr.CoordinatorNotAvailable
+	t, e := c.getOrCreate(id, timeoutMs)
+	if e != nil {
+		return -1, -1, e
 	}
 	defer t.mu.Unlock()
 	expected := expectedPID >= 0
@@ -153,7 +173,7 @@ func (c *Coordinator) InitProducerID(id string, timeoutMs int32, expectedPID int
 	default:
 		return -1, -1, kerr.ProducerFenced
 	}
-	err = c.transitLocked(t, func() {
+	err := c.transitLocked(t, func() {
 		t.producerEpoch, t.lastProducerEpoch = newEpoch, newLast
 		t.timeoutMs, t.state, t.startMs, t.partitions = timeoutMs, Empty, -1, map[TopicPartition]struct{}{}
 	})
@@ -165,8 +185,9 @@ func (c *Coordinator) InitProducerID(id string, timeoutMs int32, expectedPID int
 
 // lockProducer returns the transaction of id locked, for a client request of producer
 // pid/epoch; the caller unlocks t.mu. Errors: COORDINATOR_NOT_AVAILABLE (from status),
-// INVALID_REQUEST (empty id), INVALID_PRODUCER_ID_MAPPING (unknown id or another
-// producer ID), PRODUCER_FENCED (another epoch).
+// INVALID_REQUEST (empty id), NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
+// INVALID_PRODUCER_ID_MAPPING (unknown id or another producer ID), PRODUCER_FENCED
+// (another epoch).
 func (c *Coordinator) lockProducer(id string, pid int64, epoch int16) (*txnMetadata, *kerr.Error) {
 	if e := c.status(); e != nil {
 		return nil, e
@@ -174,11 +195,14 @@ func (c *Coordinator) lockProducer(id string, pid int64, epoch int16) (*txnMetad
 	if id == "" {
 		return nil, kerr.InvalidRequest
 	}
-	t := c.lookup(id)
+	t, e := c.lookup(id)
+	if e != nil {
+		return nil, e
+	}
 	if t == nil {
 		return nil, kerr.InvalidProducerIDMapping
 	}
-	e := kerr.InvalidProducerIDMapping
+	e = kerr.InvalidProducerIDMapping
 	if t.producerID == pid {
 		if t.producerEpoch == epoch {
 			return t, nil
@@ -192,8 +216,8 @@ func (c *Coordinator) lockProducer(id string, pid int64, epoch int16) (*txnMetad
 // AddPartitions serves AddPartitionsToTxn (client form, v0–3) for partitions already
 // validated by the broker (TransactionCoordinator.handleAddPartitionsToTransaction):
 // the transaction becomes Ongoing with the partitions added. Errors: INVALID_REQUEST,
-// INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED, CONCURRENT_TRANSACTIONS,
-// COORDINATOR_NOT_AVAILABLE.
+// NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, INVALID_PRODUCER_ID_MAPPING,
+// PRODUCER_FENCED, CONCURRENT_TRANSACTIONS, COORDINATOR_NOT_AVAILABLE.
 func (c *Coordinator) AddPartitions(id string, pid int64, epoch int16, parts []TopicPartition) *kerr.Error {
 	t, e := c.lockProducer(id, pid, epoch)
 	if e != nil {
@@ -240,19 +264,26 @@ func (c *Coordinator) AddOffsets(id string, pid int64, epoch int16, groupID stri
 	if groupID == "" {
 		return kerr.InvalidGroupID
 	}
-	return c.AddPartitions(id, pid, epoch, []TopicPartition{{group.TopicName, c.opts.Offsets.PartitionFor(groupID)}})
+	return c.AddPartitions(id, pid, epoch, []TopicPartition{{group.TopicName, c.opts.Groups.PartitionFor(groupID)}})
 }
 
-// AddTxnOffsets holds the offsets of a TxnOffsetCommit pending in the transaction until
-// it commits (they are dropped on abort). The group's partition must have been added
-// with AddOffsetsToTxn and the transaction must be Ongoing (Kafka 3.6+'s transaction
-// verification). Errors: INVALID_PRODUCER_ID_MAPPING, INVALID_PRODUCER_EPOCH,
-// INVALID_TXN_STATE, COORDINATOR_NOT_AVAILABLE.
-func (c *Coordinator) AddTxnOffsets(id string, pid int64, epoch int16, groupID string, offsets []group.TxnOffset) *kerr.Error {
+// WithTxnOffsetCommit runs appendFn — the group coordinator appending a
+// TxnOffsetCommit's offsets as a transactional batch to the group's partition
+// offsetsPartition of __consumer_offsets — if the transaction of transactional ID id is
+// producer pid/epoch's, is Ongoing and holds that partition (added by AddOffsetsToTxn),
+// with the transaction locked so that its markers cannot be written before the append
+// is done (Kafka 3.6+'s transaction verification of TxnOffsetCommit). Errors:
+// NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS (passed on to the client as Kafka's
+// GroupCoordinator does), INVALID_PRODUCER_ID_MAPPING (unknown ID or another producer
+// ID), INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE, COORDINATOR_NOT_AVAILABLE.
+func (c *Coordinator) WithTxnOffsetCommit(id string, pid int64, epoch int16, offsetsPartition int32, appendFn func()) *kerr.Error {
 	if e := c.status(); e != nil {
 		return e
 	}
-	t := c.lookup(id)
+	t, e := c.lookup(id)
+	if e != nil {
+		return e
+	}
 	if t == nil {
 		return kerr.InvalidProducerIDMapping
 	}
@@ -263,20 +294,10 @@ func (c *Coordinator) AddTxnOffsets(id string, pid int64, epoch int16, groupID s
 	if t.producerEpoch != epoch {
 		return kerr.InvalidProducerEpoch
 	}
-	if _, ok := t.partitions[TopicPartition{group.TopicName, c.opts.Offsets.PartitionFor(groupID)}]; !ok || t.state != Ongoing {
+	if _, ok := t.partitions[TopicPartition{group.TopicName, offsetsPartition}]; !ok || t.state != Ongoing {
 		return kerr.InvalidTxnState
 	}
-	if t.offsets == nil {
-		t.offsets = map[string]map[TopicPartition]group.Offset{}
-	}
-	m := t.offsets[groupID]
-	if m == nil {
-		m = map[TopicPartition]group.Offset{}
-		t.offsets[groupID] = m
-	}
-	for _, o := range offsets {
-		m[TopicPartition{o.Topic, o.Partition}] = o.Offset
-	}
+	appendFn()
 	return nil
 }
 
@@ -284,19 +305,29 @@ func (c *Coordinator) AddTxnOffsets(id string, pid int64, epoch int16, groupID s
 // tp, with the transaction locked so that EndTxn cannot write its markers before the
 // append is done (the produce-side transaction verification of Kafka 3.x). Errors:
 // INVALID_PRODUCER_EPOCH (a stale or unknown epoch of the transactional ID),
-// INVALID_TXN_STATE (no transaction, or tp not added), COORDINATOR_NOT_AVAILABLE.
+// INVALID_TXN_STATE (no transaction, or tp not added), NOT_ENOUGH_REPLICAS (the
+// producer ID is not known while a partition is loading, or its partition was just
+// resigned: Kafka's translation of COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR for a
+// produce, retriable), COORDINATOR_NOT_AVAILABLE.
 func (c *Coordinator) WithPartition(pid int64, epoch int16, tp TopicPartition, appendFn func()) *kerr.Error {
 	if e := c.status(); e != nil {
 		return e
 	}
 	c.mu.Lock()
 	t := c.byPID[pid]
+	loading := c.loadingLocked()
 	c.mu.Unlock()
 	if t == nil {
+		if loading {
+			return kerr.NotEnoughReplicas
+		}
 		return kerr.InvalidTxnState
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.unloaded.Load() {
+		return kerr.NotEnoughReplicas
+	}
 	if t.state == Dead || t.producerID != pid {
 		return kerr.InvalidTxnState
 	}
@@ -314,8 +345,9 @@ func (c *Coordinator) WithPartition(pid int64, epoch int16, tp TopicPartition, a
 // transaction goes to PrepareCommit/PrepareAbort (logged: the outcome is decided),
 // its markers are written and it ends CompleteCommit/CompleteAbort. Markers that fail
 // are retried by Run, the outcome standing. A retry of a completed EndTxn succeeds.
-// Errors: INVALID_REQUEST, INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED,
-// INVALID_TXN_STATE, CONCURRENT_TRANSACTIONS, COORDINATOR_NOT_AVAILABLE.
+// Errors: INVALID_REQUEST, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
+// INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED, INVALID_TXN_STATE,
+// CONCURRENT_TRANSACTIONS, COORDINATOR_NOT_AVAILABLE.
 func (c *Coordinator) EndTxn(id string, pid int64, epoch int16, commit bool) *kerr.Error {
 	t, e := c.lockProducer(id, pid, epoch)
 	if e != nil {
@@ -361,42 +393,24 @@ func (c *Coordinator) fenceAndAbortLocked(t *txnMetadata) error {
 	return c.completeLocked(t)
 }
 
-// completeLocked writes the markers of a PrepareCommit/PrepareAbort transaction, then
-// logs CompleteCommit/CompleteAbort (TransactionMarkerChannelManager +
-// TransactionStateManager). Partitions whose marker is written leave the in-memory
-// set, so a retry writes only the rest. __consumer_offsets partitions get no marker:
-// on commit the pending offsets of their groups are handed to the group coordinator.
-// The caller holds t.mu.
+// completeLocked writes the markers of a PrepareCommit/PrepareAbort transaction to
+// every partition of the transaction — the groups' partitions of __consumer_offsets
+// added by AddOffsetsToTxn included, where the marker commits or drops the pending
+// transactional offsets — then logs CompleteCommit/CompleteAbort
+// (TransactionMarkerChannelManager + TransactionStateManager). Partitions whose marker
+// is written leave the in-memory set, so a retry writes only the rest. The caller holds
+// t.mu.
 func (c *Coordinator) completeLocked(t *txnMetadata) error {
 	commit := t.state == PrepareCommit
 	for _, tp := range t.sortedPartitions() {
-		if tp.Topic == group.TopicName {
-			if commit {
-				for g, offs := range t.offsets {
-					if c.opts.Offsets.PartitionFor(g) != tp.Partition {
-						continue
-					}
-					list := make([]group.TxnOffset, 0, len(offs))
-					for p, o := range offs {
-						list = append(list, group.TxnOffset{Topic: p.Topic, Partition: p.Partition, Offset: o})
-					}
-					if err := c.opts.Offsets.CommitTxnOffsets(g, list); err != nil {
-						return err
-					}
-					delete(t.offsets, g)
-				}
-			}
-			delete(t.partitions, tp)
-			continue
-		}
 		err := c.opts.Markers.WriteMarker(Marker{ProducerID: t.producerID, ProducerEpoch: t.producerEpoch,
-			CoordinatorEpoch: coordinatorEpoch, Commit: commit, Partition: tp})
+			CoordinatorEpoch: t.coordEpoch, Commit: commit, Partition: tp})
 		if err != nil && !errors.Is(err, ErrPartitionGone) {
 			return err
 		}
 		delete(t.partitions, tp)
 	}
-	err := c.transitLocked(t, func() {
+	return c.transitLocked(t, func() {
 		if commit {
 			t.state = CompleteCommit
 		} else {
@@ -404,11 +418,6 @@ func (c *Coordinator) completeLocked(t *txnMetadata) error {
 		}
 		t.partitions = map[TopicPartition]struct{}{}
 	})
-	if err != nil {
-		return err
-	}
-	t.offsets = nil
-	return nil
 }
 
 // abortTimedOut aborts Ongoing transactions older than their timeout with an epoch
@@ -420,6 +429,10 @@ func (c *Coordinator) abortTimedOut(now int64) {
 	}
 	for _, t := range c.all() {
 		t.mu.Lock()
+		if t.unloaded.Load() {
+			t.mu.Unlock()
+			continue
+		}
 		switch {
 		case t.state == Ongoing && t.startMs+int64(t.timeoutMs) < now:
 			c.log.Info("aborting a timed-out transaction", "transactional.id", t.id, "producer.id", t.producerID, "epoch", t.producerEpoch)
@@ -444,14 +457,18 @@ func (c *Coordinator) expireIDs(now int64) {
 	}
 	for _, t := range c.all() {
 		t.mu.Lock()
+		if t.unloaded.Load() {
+			t.mu.Unlock()
+			continue
+		}
 		if (t.state == Empty || t.state == CompleteCommit || t.state == CompleteAbort) && t.lastUpdateMs+c.opts.IDExpirationMs <= now {
 			if err := c.tombstoneLocked(t); err != nil {
 				c.log.Warn("expiring a transactional ID", "transactional.id", t.id, "err", err)
 			} else {
 				t.state = Dead
 				c.mu.Lock()
-				if c.txns[t.id] == t {
-					delete(c.txns, t.id)
+				if part := c.parts[PartitionFor(t.id, c.opts.NumPartitions)]; part != nil && part.txns[t.id] == t {
+					delete(part.txns, t.id)
 				}
 				if c.byPID[t.producerID] == t {
 					delete(c.byPID, t.producerID)

@@ -4,8 +4,7 @@ import (
 	"math"
 	"sort"
 	"sync"
-
-	"github.com/kmirror/kmirror/internal/group"
+	"sync/atomic"
 )
 
 // State is a transaction's state, with Kafka's TransactionState codes as stored in a
@@ -78,10 +77,20 @@ type txnFields struct {
 type txnMetadata struct {
 	mu sync.Mutex
 	id string
+	// coordEpoch is the coordinator epoch of the partition's election that loaded or
+	// created it, stamped on its markers.
+	coordEpoch int32
+	// unloaded is set (under Coordinator.mu) when its partition is resigned or
+	// reloaded: a request that finds it set answers NOT_COORDINATOR.
+	unloaded atomic.Bool
 	txnFields
-	// offsets are the pending TxnOffsetCommit offsets by group, made visible on
-	// commit. They are kept in memory only (see docs/transactions.md).
-	offsets map[string]map[TopicPartition]group.Offset
+}
+
+// awaitIdle returns once no request holds t.
+func (t *txnMetadata) awaitIdle() {
+	t.mu.Lock()
+	//lint:ignore SA2001 the empty critical section is the point: a barrier
+	t.mu.Unlock()
 }
 
 func (t *txnMetadata) sortedPartitions() []TopicPartition {
