@@ -72,6 +72,8 @@ type Broker struct {
 	mirrors    Mirrors
 	newMirrors NewMirrorsFunc
 	pids       *producerIDs
+	peers      peers
+	coordMu    sync.Mutex // serialises coordinator elections with the coordinators' start
 
 	sessionsOnce sync.Once
 	sessions     *fetchSessionCache // fetch sessions (KIP-227), created on first Fetch
@@ -104,6 +106,7 @@ func New(cfg *config.Values, logger *slog.Logger, newMirrors NewMirrorsFunc) (*B
 		return nil, err
 	}
 	b := &Broker{cfg: cfg, node: node, nodeID: node.NodeID, rack: node.Rack, logger: logger, newMirrors: newMirrors}
+	b.peers.b = b
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	if b.dataDir, err = config.LogDir(cfg); err != nil {
 		return nil, err
@@ -387,8 +390,45 @@ func (b *Broker) joinCluster() error {
 }
 
 // onLeadershipChange tells the coordinators which of their partitions this broker leads
-// now (Kafka's KafkaApis.onLeadershipChange).
-func (b *Broker) onLeadershipChange(partition.Change) {}
+// now (Kafka's KafkaApis.onLeadershipChange → onElection / onResignation), with the
+// partition's leader epoch as the coordinator epoch.
+func (b *Broker) onLeadershipChange(ch partition.Change) {
+	b.coordMu.Lock()
+	defer b.coordMu.Unlock()
+	for _, p := range ch.Resigned {
+		switch {
+		case p.Topic() == OffsetsTopic && b.groups != nil:
+			b.groups.OnResignation(p.Index(), p.LeaderEpoch())
+		case p.Topic() == txn.TopicName && b.txns != nil:
+			b.txns.OnResignation(p.Index(), p.LeaderEpoch())
+		}
+	}
+	for _, p := range ch.Leaders {
+		b.electCoordinator(p)
+	}
+}
+
+// electCoordinator makes this broker the coordinator of a partition of an internal topic
+// it leads. coordMu held.
+func (b *Broker) electCoordinator(p *partition.Partition) {
+	switch {
+	case p.Topic() == OffsetsTopic && b.groups != nil:
+		b.groups.OnElection(p.Index(), p.LeaderEpoch())
+	case p.Topic() == txn.TopicName && b.txns != nil:
+		b.txns.OnElection(p.Index(), p.LeaderEpoch())
+	}
+}
+
+// electLedCoordinators elects the coordinators of topic's partitions that this broker
+// leads now (a coordinator that starts after the leaderships were applied). coordMu
+// held.
+func (b *Broker) electLedCoordinators(topic string) {
+	for _, p := range b.rm.Partitions() {
+		if p.Topic() == topic && p.IsLeader() {
+			b.electCoordinator(p)
+		}
+	}
+}
 
 func (b *Broker) goBackground(fn func()) {
 	b.bg.Add(1)
@@ -400,6 +440,8 @@ func (b *Broker) goBackground(fn func()) {
 func (b *Broker) brokerVersions() *wire.Versions {
 	v := wire.DefaultVersions()
 	v.Register(kmsg.DescribeQuorum.Int16(), wire.VersionRange{Min: 0, Max: 2})
+	v.Register(kmsg.WriteTxnMarkers.Int16(), wire.VersionRange{Min: 0, Max: 1})      // inter-broker
+	v.Register(kmsg.AddPartitionsToTxn.Int16(), wire.VersionRange{Min: 0, Max: 4}) // v4: verification, inter-broker
 	for _, api := range mirrorproto.APIs() {
 		if b.newMirrors == nil {
 			break
@@ -511,6 +553,7 @@ func (b *Broker) close() {
 	if b.channel != nil {
 		b.channel.Close()
 	}
+	b.peers.close()
 	if b.meta != nil {
 		b.meta.Close()
 	}
@@ -543,6 +586,8 @@ func (b *Broker) Handle(ctx context.Context, req *wire.Request) kmsg.Response {
 	switch r := req.Body.(type) {
 	case *kmsg.DescribeQuorumRequest:
 		return b.handleDescribeQuorum(ctx, r)
+	case *kmsg.WriteTxnMarkersRequest:
+		return b.handleWriteTxnMarkers(r)
 	case *kmsg.ProduceRequest:
 		return b.handleProduce(ctx, r)
 	case *kmsg.FetchRequest:
@@ -574,7 +619,7 @@ func (b *Broker) Handle(ctx context.Context, req *wire.Request) kmsg.Response {
 	case *kmsg.IncrementalAlterConfigsRequest:
 		return b.handleIncrementalAlterConfigs(ctx, r)
 	case *kmsg.FindCoordinatorRequest:
-		return b.handleFindCoordinator(r)
+		return b.handleFindCoordinator(ctx, r)
 	case *kmsg.JoinGroupRequest:
 		return b.groups.JoinGroup(group.WithClient(ctx, req.Header.ClientID, "/"+hostOf(req.Remote)), r)
 	case *kmsg.SyncGroupRequest:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"sync"
 	"time"
@@ -11,9 +12,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/kmirror/kmirror/internal/controller"
 	"github.com/kmirror/kmirror/internal/metadata"
+	"github.com/kmirror/kmirror/internal/mirrorproto"
 )
 
 // controllerChannel carries a broker's requests to the active controller (Kafka's
@@ -59,6 +62,7 @@ func errorCodeOf(resp kmsg.Response) int16 {
 // ms to 1 s between tries, until ctx ends (the last answer or error is returned then).
 func retryNotController(ctx context.Context, send func(context.Context) (kmsg.Response, error)) (kmsg.Response, error) {
 	backoff := 50 * time.Millisecond
+	lastLog := time.Now()
 	for {
 		resp, err := send(ctx)
 		if err == nil && errorCodeOf(resp) != kerr.NotController.Code {
@@ -66,6 +70,9 @@ func retryNotController(ctx context.Context, send func(context.Context) (kmsg.Re
 		}
 		if err == nil {
 			err = kerr.NotController
+		} else if time.Since(lastLog) > 10*time.Second {
+			lastLog = time.Now()
+			slog.Warn("no active controller answered; retrying", "err", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -143,7 +150,7 @@ func (c *remoteChannel) client(id int32) (*kgo.Client, error) {
 	for _, v := range c.voters {
 		if v.ID == id {
 			cl, err := kgo.NewClient(kgo.SeedBrokers(v.Addr), kgo.ClientID(c.clientID),
-				kgo.DialTimeout(5*time.Second), kgo.RequestRetries(0), kgo.WithLogger(nil))
+				kgo.DialTimeout(5*time.Second), kgo.RequestRetries(0), kgo.MaxVersions(interBrokerVersions()))
 			if err != nil {
 				return nil, err
 			}
@@ -172,4 +179,13 @@ func errorCodeOfErr(err error) int16 {
 		return ke.Code
 	}
 	return kerr.RequestTimedOut.Code
+}
+
+// interBrokerVersions is the version table of kmirror's inter-node clients: franz-go's
+// stable table plus kmirror's own RPCs (the mirror RPCs and ApplyRecords), which
+// franz-go refuses to send otherwise.
+func interBrokerVersions() *kversion.Versions {
+	vs := mirrorproto.ClientVersions()
+	vs.SetMaxKeyVersion(controller.ApplyRecordsKey, 0)
+	return vs
 }

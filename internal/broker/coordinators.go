@@ -19,24 +19,25 @@ import (
 	"github.com/kmirror/kmirror/internal/group"
 	"github.com/kmirror/kmirror/internal/metadata"
 	"github.com/kmirror/kmirror/internal/mirrorproto"
+	"github.com/kmirror/kmirror/internal/partition"
 	"github.com/kmirror/kmirror/internal/record"
 	"github.com/kmirror/kmirror/internal/storage"
+	"github.com/kmirror/kmirror/internal/txn"
 )
 
-// startCoordinators creates __consumer_offsets if missing, elects every partition of it
-// locally and waits for the group coordinator to load them (a single node leads every
-// partition, at the epoch of its log), then starts the mirror manager and the
-// transaction coordinator.
+// startCoordinators creates __consumer_offsets if missing, starts the group coordinator
+// on the partitions of it this broker leads (later leaderships reach it through
+// onLeadershipChange), then starts the mirror manager and the transaction coordinator. A
+// one-node cluster leads every partition: it waits for them to be loaded.
 func (b *Broker) startCoordinators() error {
 	n := b.cfg.Int32("offsets.topic.num.partitions")
-	if _, ok := b.meta.Image().Topics[OffsetsTopic]; !ok {
-		if _, err := b.createTopic(b.ctx, OffsetsTopic, metadata.NewTopicID(), n, internalReplicationFactor, map[string]string{
-			"cleanup.policy": "compact", "segment.bytes": strconv.Itoa(int(b.cfg.Int32("offsets.topic.segment.bytes"))),
-		}, nil); err != nil {
-			return fmt.Errorf("creating %s: %w", OffsetsTopic, err)
+	if b.node.Legacy {
+		// A multi-node cluster creates it at the first FindCoordinator, as Kafka does.
+		if err := b.ensureOffsetsTopic(); err != nil {
+			return err
 		}
 	}
-	b.groups = group.New(group.Options{
+	groups := group.New(group.Options{
 		NumPartitions:                n,
 		OffsetsRetentionMs:           int64(b.cfg.Int32("offsets.retention.minutes")) * 60000,
 		OffsetsRetentionCheckMs:      b.cfg.Int64("offsets.retention.check.interval.ms"),
@@ -45,11 +46,11 @@ func (b *Broker) startCoordinators() error {
 		GroupInitialRebalanceDelayMs: b.cfg.Int32("group.initial.rebalance.delay.ms"),
 		GroupMaxSize:                 math.MaxInt32,
 		Log: func(p int32) (group.PartitionLog, error) {
-			l, err := b.Log(OffsetsTopic, p)
+			part, err := b.leader(OffsetsTopic, p)
 			if err != nil {
 				return nil, err
 			}
-			return internalLog{l}, nil
+			return internalLog{part}, nil
 		},
 		TopicPartitionExists: func(topic string, p int32) bool {
 			t := b.meta.Image().Topics[topic]
@@ -57,15 +58,17 @@ func (b *Broker) startCoordinators() error {
 		},
 		Logger: b.logger, // the coordinator names its component
 	})
-	for p := int32(0); p < n; p++ {
-		l, err := b.Log(OffsetsTopic, p)
-		if err != nil {
-			return fmt.Errorf("opening %s-%d: %w", OffsetsTopic, p, err)
-		}
-		b.groups.OnElection(p, l.LeaderEpoch())
+	if err := b.awaitAllLed(OffsetsTopic); err != nil {
+		return err
 	}
-	if err := b.groups.AwaitLoaded(b.ctx); err != nil {
-		return fmt.Errorf("loading consumer groups: %w", err)
+	b.coordMu.Lock()
+	b.groups = groups
+	b.electLedCoordinators(OffsetsTopic)
+	b.coordMu.Unlock()
+	if b.node.Legacy {
+		if err := b.groups.AwaitLoaded(b.ctx); err != nil {
+			return fmt.Errorf("loading consumer groups: %w", err)
+		}
 	}
 	// Mirroring starts before the transaction coordinator: loading the transaction log
 	// completes prepared transactions by writing markers, and the marker writer must
@@ -79,10 +82,76 @@ func (b *Broker) startCoordinators() error {
 	return b.startTxnCoordinator()
 }
 
-// internalReplicationFactor is the replication factor of the internal topics (Kafka's
-// offsets.topic.replication.factor and transaction.state.log.replication.factor
-// defaults), capped at what kmirror places (maxReplicationFactor).
-const internalReplicationFactor = 3
+// internalTopicRF are the keys of the internal topics' replication factors.
+var internalTopicRF = map[string]string{
+	OffsetsTopic:     "offsets.topic.replication.factor",
+	txn.TopicName:    "transaction.state.log.replication.factor",
+	"__mirror_state": "mirror.state.topic.replication.factor",
+}
+
+// internalReplicationFactor is the replication factor an internal topic is created with:
+// its key's value, or 1 on a one-node cluster where the key is not set (as Apache Kafka's
+// single-node config file sets them), Kafka's default 3 otherwise.
+func (b *Broker) internalReplicationFactor(topic string) int16 {
+	key := internalTopicRF[topic]
+	if v, ok := b.cfg.Get(key); ok || !b.node.Legacy {
+		n, _ := strconv.Atoi(v)
+		return int16(n)
+	}
+	return 1
+}
+
+// errNotEnoughBrokers is returned while fewer brokers are registered than an internal
+// topic's replication factor: the topic is created once they are (Kafka answers
+// COORDINATOR_NOT_AVAILABLE meanwhile).
+var errNotEnoughBrokers = errors.New("not enough brokers")
+
+// ensureInternalTopic creates an internal topic unless it exists, once as many brokers
+// are registered as its replication factor (another broker may create it at the same
+// time: then it exists). Errors: errNotEnoughBrokers (logged with the key), and those of
+// createTopic.
+func (b *Broker) ensureInternalTopic(name string, partitions int32, configs map[string]string) error {
+	if _, ok := b.meta.Image().Topics[name]; ok {
+		return nil
+	}
+	rf := b.internalReplicationFactor(name)
+	if n := len(b.meta.Image().Brokers); n < int(rf) {
+		b.logger.Warn("an internal topic waits for brokers: fewer are registered than its replication factor",
+			"topic", name, "brokers", n, internalTopicRF[name], rf)
+		return fmt.Errorf("%w: %s needs %s=%d registered brokers, %d are", errNotEnoughBrokers, name, internalTopicRF[name], rf, n)
+	}
+	_, err := b.createTopic(b.ctx, name, metadata.NewTopicID(), partitions, rf, configs, nil)
+	if errors.Is(err, metadata.ErrTopicExists) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("creating %s: %w", name, err)
+	}
+	return nil
+}
+
+// ensureOffsetsTopic creates __consumer_offsets (ensureInternalTopic).
+func (b *Broker) ensureOffsetsTopic() error {
+	return b.ensureInternalTopic(OffsetsTopic, b.cfg.Int32("offsets.topic.num.partitions"), map[string]string{
+		"cleanup.policy": "compact", "segment.bytes": strconv.Itoa(int(b.cfg.Int32("offsets.topic.segment.bytes"))),
+	})
+}
+
+// awaitAllLed waits, on a one-node cluster, until it leads every partition of topic (its
+// controller assigns the partitions of a data directory written before clusters a moment
+// after start); a multi-node cluster does not wait.
+func (b *Broker) awaitAllLed(topic string) error {
+	if !b.node.Legacy {
+		return nil
+	}
+	t := b.meta.Image().Topics[topic]
+	for p := int32(0); t != nil && p < t.Partitions; p++ {
+		if _, err := b.Partition(topic, p); err != nil {
+			return fmt.Errorf("opening %s: %w", topic, err)
+		}
+	}
+	return nil
+}
 
 // Mirrors is the cluster mirroring service as the broker's handlers use it
 // (implemented by internal/mirror's Manager; wired by cmd/kmirror so that the broker
@@ -110,17 +179,13 @@ type Mirrors interface {
 // mirror package's Local interface) with the broker's configuration.
 type NewMirrorsFunc func(local *Broker, cfg *config.Values, logger *slog.Logger) Mirrors
 
-// internalLog adapts a partition log to the coordinators' logs (group.PartitionLog,
-// txn.StateLog): internal records are appended as leader in one uncompressed batch.
-type internalLog struct{ l *storage.Log }
+// internalLog adapts a partition this broker leads to the coordinators' logs
+// (group.PartitionLog, txn.StateLog): internal records are appended as leader in one
+// uncompressed batch.
+type internalLog struct{ p *partition.Partition }
 
 func (il internalLog) Append(recs []record.KV) (int64, error) {
-	b := record.Build(record.BatchHeader{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, Timestamp: nowMs()}, recs)
-	info, err := il.l.AppendAsLeader(b, il.l.LeaderEpoch(), -1)
-	if err != nil {
-		return -1, err
-	}
-	return info.FirstOffset, nil
+	return il.p.AppendRecordsAsLeader(recs, nowMs())
 }
 
 // AppendTransactional appends a TxnOffsetCommit's records as a transactional batch of
@@ -128,7 +193,7 @@ func (il internalLog) Append(recs []record.KV) (int64, error) {
 func (il internalLog) AppendTransactional(recs []record.KV, producerID int64, producerEpoch int16) (int64, error) {
 	b := record.Build(record.BatchHeader{Attributes: record.TransactionalBit, ProducerID: producerID,
 		ProducerEpoch: producerEpoch, BaseSequence: 0, Timestamp: nowMs()}, recs)
-	info, err := il.l.AppendAsCoordinator(b, il.l.LeaderEpoch())
+	info, err := il.p.AppendAsCoordinator(b)
 	if errors.Is(err, storage.ErrInvalidProducerEpoch) {
 		return -1, kerr.InvalidProducerEpoch
 	}
@@ -138,11 +203,11 @@ func (il internalLog) AppendTransactional(recs []record.KV, producerID int64, pr
 	return info.FirstOffset, nil
 }
 
-func (il internalLog) LogEndOffset() int64 { return il.l.LogEndOffset() }
+func (il internalLog) LogEndOffset() int64 { return il.p.Log().LogEndOffset() }
 
 // Scan calls fn for every batch from the one holding offset from to the LEO.
 func (il internalLog) Scan(from int64, fn func(b record.Batch) error) (int64, error) {
-	l := il.l
+	l := il.p.Log()
 	off := max(from, l.LogStartOffset())
 	for off < l.LogEndOffset() {
 		data, err := l.Read(off, 1<<20, l.LogEndOffset(), true)
@@ -170,30 +235,44 @@ func (il internalLog) Scan(from int64, fn func(b record.Batch) error) (int64, er
 	return off, nil
 }
 
-func (b *Broker) handleFindCoordinator(req *kmsg.FindCoordinatorRequest) kmsg.Response {
+// handleFindCoordinator answers the leader of the coordinator's partition: of
+// __consumer_offsets for a group (abs(Java hashCode) % offsets.topic.num.partitions), of
+// __transaction_state for a transactional ID, with its endpoint on the request's
+// listener; COORDINATOR_NOT_AVAILABLE while that partition has no leader (or, for
+// transactions, before __transaction_state exists).
+func (b *Broker) handleFindCoordinator(ctx context.Context, req *kmsg.FindCoordinatorRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	keys := req.CoordinatorKeys
 	if req.Version < 4 {
 		keys = []string{req.CoordinatorKey}
 	}
+	listener := b.listenerOf(ctx)
 	for _, k := range keys {
 		c := kmsg.NewFindCoordinatorResponseCoordinator()
 		c.Key = k
+		c.NodeID = -1
 		switch {
 		case req.CoordinatorType > 1:
 			// No share coordinator.
 			c.ErrorCode = kerr.InvalidRequest.Code
 			c.ErrorMessage = strp("kmirror coordinates groups and transactions only")
-			c.NodeID = -1
-		case req.CoordinatorType == 1 && k != "" && b.txns.EnsureTopic() != nil:
-			// Kafka answers COORDINATOR_NOT_AVAILABLE until __transaction_state exists.
-			c.ErrorCode = kerr.CoordinatorNotAvailable.Code
-			c.NodeID = -1
 		case k == "":
 			c.ErrorCode = kerr.InvalidRequest.Code
-			c.NodeID = -1
+		case req.CoordinatorType == 1 && b.txns.EnsureTopic() != nil, req.CoordinatorType == 0 && b.ensureOffsetsTopic() != nil:
+			// Kafka answers COORDINATOR_NOT_AVAILABLE until the topic exists.
+			c.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		default:
-			c.NodeID, c.Host, c.Port = b.nodeID, b.host, b.port
+			topic, p := OffsetsTopic, b.groups.PartitionFor(k)
+			if req.CoordinatorType == 1 {
+				topic, p = txn.TopicName, txn.PartitionFor(k, b.cfg.Int32("transaction.state.log.num.partitions"))
+			}
+			leader, _ := b.currentLeader(topic, p)
+			e, ok := b.endpointOf(b.rm.Image(), leader, listener)
+			if !ok {
+				c.ErrorCode = kerr.CoordinatorNotAvailable.Code
+				break
+			}
+			c.NodeID, c.Host, c.Port = leader, e.Host, e.Port
 		}
 		resp.Coordinators = append(resp.Coordinators, c)
 	}

@@ -161,8 +161,9 @@ func (lc *lifecycle) run(ctx context.Context) {
 	}
 }
 
-// awaitUnfenced waits until the controller unfenced this broker, heartbeating faster
-// than the interval meanwhile (Kafka's initial catch-up).
+// awaitUnfenced waits until the controller unfenced this broker and this node's image
+// says so (decisions taken from the local image, such as replica placement, then count
+// it), heartbeating faster than the interval meanwhile (Kafka's initial catch-up).
 func (lc *lifecycle) awaitUnfenced(ctx context.Context) error {
 	for {
 		if err := lc.heartbeat(ctx); err != nil && !errors.Is(err, context.Canceled) {
@@ -170,7 +171,10 @@ func (lc *lifecycle) awaitUnfenced(ctx context.Context) error {
 		}
 		select {
 		case <-lc.unfenced:
-			return nil
+			if br, ok := lc.b.meta.Image().Broker(lc.b.nodeID); ok && !br.Fenced {
+				return nil
+			}
+			time.Sleep(10 * time.Millisecond)
 		case <-ctx.Done():
 			return fmt.Errorf("not unfenced by the controller: %w", ctx.Err())
 		case <-time.After(20 * time.Millisecond):

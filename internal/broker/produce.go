@@ -60,7 +60,7 @@ func (b *Broker) handleProduce(ctx context.Context, req *kmsg.ProduceRequest) km
 				if rules.nowMs == 0 {
 					rules = b.produceRules(im.Topics[rt.Topic], now)
 				}
-				b.produceOne(part, rp.Records, rules, &sp)
+				b.produceOne(part, req.TransactionID, rp.Records, rules, &sp)
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
@@ -85,7 +85,7 @@ func (b *Broker) handleProduce(ctx context.Context, req *kmsg.ProduceRequest) km
 }
 
 // produceOne validates and appends one partition's batch as leader.
-func (b *Broker) produceOne(part *partition.Partition, records []byte, rules produceRules, sp *kmsg.ProduceResponseTopicPartition) {
+func (b *Broker) produceOne(part *partition.Partition, transactionalID *string, records []byte, rules produceRules, sp *kmsg.ProduceResponseTopicPartition) {
 	batch, err := validateProduce(records, rules)
 	if err != nil {
 		var ve *validationError
@@ -112,7 +112,11 @@ func (b *Broker) produceOne(part *partition.Partition, records []byte, rules pro
 		sp.LogStartOffset = part.Log().LogStartOffset()
 	}
 	if batch.IsTransactional() {
-		if e, msg := b.produceTransactional(part.Topic(), part.Index(), batch, appendFn); e != nil {
+		id := ""
+		if transactionalID != nil {
+			id = *transactionalID
+		}
+		if e, msg := b.produceTransactional(id, part.Topic(), part.Index(), batch, appendFn); e != nil {
 			sp.ErrorCode = e.Code
 			if msg != "" {
 				sp.ErrorMessage = strp(msg)

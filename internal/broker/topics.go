@@ -253,6 +253,9 @@ func (b *Broker) CreateTopic(ctx context.Context, name string, id metadata.Topic
 		b.applyNow()
 		return nil
 	}
+	if _, internal := internalTopicRF[name]; internal {
+		return b.ensureInternalTopic(name, partitions, configs)
+	}
 	_, err := b.createTopic(ctx, name, id, partitions, b.defaultReplicationFactor(), configs, mirror)
 	return err
 }

@@ -14,72 +14,51 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/internal/group"
-	"github.com/kmirror/kmirror/internal/metadata"
 	"github.com/kmirror/kmirror/internal/partition"
 	"github.com/kmirror/kmirror/internal/record"
 	"github.com/kmirror/kmirror/internal/storage"
 	"github.com/kmirror/kmirror/internal/txn"
 )
 
-// startTxnCoordinator builds the transaction coordinator, elects every partition of
-// __transaction_state locally and waits for their load when the topic exists (else
-// EnsureTopic creates it on the first transactional request, then elects its
-// partitions), and starts its timers.
+// startTxnCoordinator builds the transaction coordinator over the partitions of
+// __transaction_state this broker leads (the topic is created on the first transactional
+// request, EnsureTopic) and starts its timers. A one-node cluster leads every partition:
+// it waits for them to be loaded (which completes prepared transactions).
 func (b *Broker) startTxnCoordinator() error {
 	n := b.cfg.Int32("transaction.state.log.num.partitions")
-	b.txns = txn.New(txn.Options{
+	txns := txn.New(txn.Options{
 		NumPartitions:   n,
 		MaxTimeoutMs:    b.cfg.Int32("transaction.max.timeout.ms"),
 		IDExpirationMs:  b.cfg.Int64("transactional.id.expiration.ms"),
 		AbortIntervalMs: b.cfg.Int64("transaction.abort.timed.out.transaction.cleanup.interval.ms"),
 		Log: func(p int32) (txn.StateLog, error) {
-			l, err := b.Log(txn.TopicName, p)
+			part, err := b.leader(txn.TopicName, p)
 			if err != nil {
 				return nil, err
 			}
-			return internalLog{l}, nil
+			return internalLog{part}, nil
 		},
 		EnsureTopic: func() error {
-			if _, ok := b.meta.Image().Topics[txn.TopicName]; ok {
-				return nil
-			}
-			_, err := b.createTopic(b.ctx, txn.TopicName, metadata.NewTopicID(), n, internalReplicationFactor, map[string]string{
-				"cleanup.policy": "compact", "segment.bytes": "104857600",
-			}, nil)
-			if err != nil {
-				return fmt.Errorf("creating %s: %w", txn.TopicName, err)
-			}
-			return b.electTxnPartitions(n)
+			return b.ensureInternalTopic(txn.TopicName, n, map[string]string{"cleanup.policy": "compact", "segment.bytes": "104857600"})
 		},
 		NewProducerID: b.pids.Next,
 		Markers:       markerWriter{b},
 		Groups:        b.groups,
 		Logger:        b.logger.With("component", "transaction-coordinator"),
 	})
-	if _, exists := b.meta.Image().Topics[txn.TopicName]; exists {
-		if err := b.electTxnPartitions(n); err != nil {
-			return err
+	if err := b.awaitAllLed(txn.TopicName); err != nil {
+		return err
+	}
+	b.coordMu.Lock()
+	b.txns = txns
+	b.electLedCoordinators(txn.TopicName)
+	b.coordMu.Unlock()
+	if b.node.Legacy {
+		if err := b.txns.AwaitLoaded(b.ctx); err != nil {
+			return fmt.Errorf("loading transactions: %w", err)
 		}
 	}
-	b.bg.Add(1)
-	go func() { defer b.bg.Done(); b.txns.Run(b.ctx) }()
-	return nil
-}
-
-// electTxnPartitions makes this broker the transaction coordinator of every partition
-// of __transaction_state, at the leader epoch of its log (a single node leads them all),
-// and waits for the loads (which complete prepared transactions).
-func (b *Broker) electTxnPartitions(n int32) error {
-	for p := int32(0); p < n; p++ {
-		l, err := b.Log(txn.TopicName, p)
-		if err != nil {
-			return fmt.Errorf("opening %s-%d: %w", txn.TopicName, p, err)
-		}
-		b.txns.OnElection(p, l.LeaderEpoch())
-	}
-	if err := b.txns.AwaitLoaded(b.ctx); err != nil {
-		return fmt.Errorf("loading transactions: %w", err)
-	}
+	b.goBackground(func() { b.txns.Run(b.ctx) })
 	return nil
 }
 
@@ -94,20 +73,34 @@ type markerWriter struct{ b *Broker }
 const opWriteMarker = "produce"
 
 func (w markerWriter) WriteMarker(m txn.Marker) error {
-	// A mirror topic that is not STOPPED is read-only (spec section 7): its log is a copy
-	// of the source's, and a local marker there diverges from it. The local transaction
-	// can only be one started before the topic became a mirror (failback), and the cluster
-	// it mirrors from ended it at its failover (ABORT marker, section 5). So the
-	// partition is dropped from the transaction, as Kafka drops a partition it cannot
-	// write a marker to (UNSUPPORTED_FOR_MESSAGE_FORMAT in
-	// TransactionMarkerRequestCompletionHandler, no leader in TransactionMarkerChannelManager).
-	if ok, msg := w.b.checkMirrorWrite(m.Partition.Topic, m.Partition.Partition, opWriteMarker); !ok {
-		w.b.logger.Warn("transaction marker for a mirror topic dropped: the cluster it mirrors from ended the transaction at its failover",
+	b := w.b
+	if _, err := b.leader(m.Partition.Topic, m.Partition.Partition); errors.Is(err, partition.ErrNotLeader) {
+		if leader, _ := b.currentLeader(m.Partition.Topic, m.Partition.Partition); leader >= 0 && leader != b.nodeID {
+			return b.sendMarker(leader, m)
+		}
+	}
+	return b.appendMarker(m)
+}
+
+// appendMarker writes a transaction marker to a partition this broker leads (waiting
+// briefly for a leadership the image is about to give it). A mirror topic that is not
+// STOPPED is read-only (spec section 7): its log is a copy of the source's, and a local
+// marker there diverges from it. The local transaction can only be one started before the
+// topic became a mirror (failback), and the cluster it mirrors from ended it at its
+// failover (ABORT marker, section 5). So the partition is dropped from the transaction,
+// as Kafka drops a partition it cannot write a marker to (UNSUPPORTED_FOR_MESSAGE_FORMAT
+// in TransactionMarkerRequestCompletionHandler, no leader in
+// TransactionMarkerChannelManager). After a marker lands in a partition of
+// __consumer_offsets, the group coordinator applies it to the pending transactional
+// offsets (KafkaApis.handleWriteTxnMarkersRequest → onTransactionCompleted).
+func (b *Broker) appendMarker(m txn.Marker) error {
+	if ok, msg := b.checkMirrorWrite(m.Partition.Topic, m.Partition.Partition, opWriteMarker); !ok {
+		b.logger.Warn("transaction marker for a mirror topic dropped: the cluster it mirrors from ended the transaction at its failover",
 			"topic", m.Partition.Topic, "partition", m.Partition.Partition, "producer.id", m.ProducerID,
 			"epoch", m.ProducerEpoch, "commit", m.Commit, "reason", msg)
 		return fmt.Errorf("%w: %s", txn.ErrPartitionGone, msg)
 	}
-	part, err := w.b.Partition(m.Partition.Topic, m.Partition.Partition)
+	part, err := b.Partition(m.Partition.Topic, m.Partition.Partition)
 	if errors.Is(err, partition.ErrUnknownTopicOrPartition) {
 		return txn.ErrPartitionGone
 	}
@@ -123,13 +116,120 @@ func (w markerWriter) WriteMarker(m txn.Marker) error {
 	if errors.Is(err, storage.ErrInvalidProducerEpoch) {
 		// The partition already knows a newer epoch of this producer: the marker has
 		// nothing left to end there.
-		w.b.logger.Warn("transaction marker with a stale producer epoch dropped", "topic", m.Partition.Topic, "partition", m.Partition.Partition, "producer.id", m.ProducerID, "epoch", m.ProducerEpoch)
+		b.logger.Warn("transaction marker with a stale producer epoch dropped", "topic", m.Partition.Topic, "partition", m.Partition.Partition, "producer.id", m.ProducerID, "epoch", m.ProducerEpoch)
 		return nil
 	}
 	if err == nil && m.Partition.Topic == group.TopicName {
-		w.b.groups.CompleteTxn(m.Partition.Partition, m.ProducerID, m.Commit)
+		b.groups.CompleteTxn(m.Partition.Partition, m.ProducerID, m.Commit)
 	}
 	return err
+}
+
+// sendMarker writes a marker to a partition another broker leads, with WriteTxnMarkers
+// (Kafka's TransactionMarkerChannelManager). A partition the leader no longer has, or a
+// read-only mirror partition, is gone for the transaction; other errors are retried by
+// the coordinator.
+func (b *Broker) sendMarker(leader int32, m txn.Marker) error {
+	req := kmsg.NewPtrWriteTxnMarkersRequest()
+	req.Version = 1
+	wm := kmsg.NewWriteTxnMarkersRequestMarker()
+	wm.ProducerID, wm.ProducerEpoch, wm.Committed, wm.CoordinatorEpoch = m.ProducerID, m.ProducerEpoch, m.Commit, m.CoordinatorEpoch
+	wt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+	wt.Topic, wt.Partitions = m.Partition.Topic, []int32{m.Partition.Partition}
+	wm.Topics = append(wm.Topics, wt)
+	req.Markers = append(req.Markers, wm)
+	resp, err := b.peers.request(b.ctx, leader, req)
+	if err != nil {
+		return fmt.Errorf("WriteTxnMarkers to broker %d: %w", leader, err)
+	}
+	for _, rm := range resp.(*kmsg.WriteTxnMarkersResponse).Markers {
+		for _, rt := range rm.Topics {
+			for _, rp := range rt.Partitions {
+				switch rp.ErrorCode {
+				case 0:
+				case kerr.UnknownTopicOrPartition.Code, kerr.PolicyViolation.Code:
+					return txn.ErrPartitionGone
+				default:
+					return fmt.Errorf("WriteTxnMarkers to broker %d: %w", leader, kerr.ErrorForCode(rp.ErrorCode))
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// handleWriteTxnMarkers writes the markers a transaction coordinator on another broker
+// sends (WriteTxnMarkers v0–1, inter-broker): per partition NOT_LEADER_OR_FOLLOWER when
+// this broker does not lead it, UNKNOWN_TOPIC_OR_PARTITION when it is gone or read-only.
+func (b *Broker) handleWriteTxnMarkers(req *kmsg.WriteTxnMarkersRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
+	for _, wm := range req.Markers {
+		rm := kmsg.NewWriteTxnMarkersResponseMarker()
+		rm.ProducerID = wm.ProducerID
+		for _, wt := range wm.Topics {
+			rt := kmsg.NewWriteTxnMarkersResponseMarkerTopic()
+			rt.Topic = wt.Topic
+			for _, p := range wt.Partitions {
+				rp := kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
+				rp.Partition = p
+				m := txn.Marker{ProducerID: wm.ProducerID, ProducerEpoch: wm.ProducerEpoch, CoordinatorEpoch: wm.CoordinatorEpoch,
+					Commit: wm.Committed, Partition: txn.TopicPartition{Topic: wt.Topic, Partition: p}}
+				if _, err := b.leader(wt.Topic, p); err != nil {
+					rp.ErrorCode = partitionError(err).Code
+				} else if err := b.appendMarker(m); errors.Is(err, txn.ErrPartitionGone) {
+					rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				} else if err != nil {
+					rp.ErrorCode = appendErrorCode(err).Code
+				}
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			rm.Topics = append(rm.Topics, rt)
+		}
+		resp.Markers = append(resp.Markers, rm)
+	}
+	return resp
+}
+
+// verifyTxn runs appendFn while the transaction of producer pid/epoch, coordinated by
+// the coordinator of transactional ID id, holds tp and is ongoing (Kafka 3.6+'s
+// transaction verification). A coordinator on another broker is asked with
+// AddPartitionsToTxn v4 VerifyOnly first; errors are the coordinator's Kafka errors.
+func (b *Broker) verifyTxn(id string, pid int64, epoch int16, tp txn.TopicPartition, appendFn func()) *kerr.Error {
+	n := b.cfg.Int32("transaction.state.log.num.partitions")
+	coord, _ := b.currentLeader(txn.TopicName, txn.PartitionFor(id, n))
+	if coord == b.nodeID || coord < 0 || id == "" {
+		if tp.Topic == group.TopicName {
+			return b.txns.WithTxnOffsetCommit(id, pid, epoch, tp.Partition, appendFn)
+		}
+		return b.txns.WithPartition(pid, epoch, tp, appendFn)
+	}
+	req := kmsg.NewPtrAddPartitionsToTxnRequest()
+	req.Version = 4
+	tx := kmsg.NewAddPartitionsToTxnRequestTransaction()
+	tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, tx.VerifyOnly = id, pid, epoch, true
+	tt := kmsg.NewAddPartitionsToTxnRequestTransactionTopic()
+	tt.Topic, tt.Partitions = tp.Topic, []int32{tp.Partition}
+	tx.Topics = append(tx.Topics, tt)
+	req.Transactions = append(req.Transactions, tx)
+	resp, err := b.peers.request(b.ctx, coord, req)
+	if err != nil {
+		return kerr.NotEnoughReplicas // retriable for the producer, as Kafka answers an unreachable coordinator
+	}
+	r := resp.(*kmsg.AddPartitionsToTxnResponse)
+	if r.ErrorCode != 0 {
+		return kerr.ErrorForCode(r.ErrorCode).(*kerr.Error)
+	}
+	for _, res := range r.Transactions {
+		for _, rt := range res.Topics {
+			for _, rp := range rt.Partitions {
+				if rp.ErrorCode != 0 {
+					return kerr.ErrorForCode(rp.ErrorCode).(*kerr.Error)
+				}
+			}
+		}
+	}
+	appendFn()
+	return nil
 }
 
 // initTransactionalProducerID is InitProducerId with a transactional ID.
@@ -159,8 +259,8 @@ func txnErrorCode(e *kerr.Error, version, fencedFrom int16) int16 {
 // produceTransactional appends a transactional batch when its partition was added to
 // the producer's Ongoing transaction (INVALID_TXN_STATE otherwise, INVALID_PRODUCER_EPOCH
 // for a stale epoch).
-func (b *Broker) produceTransactional(topic string, partition int32, batch record.Batch, appendFn func()) (*kerr.Error, string) {
-	e := b.txns.WithPartition(batch.ProducerID(), batch.ProducerEpoch(), txn.TopicPartition{Topic: topic, Partition: partition}, appendFn)
+func (b *Broker) produceTransactional(transactionalID string, topic string, partition int32, batch record.Batch, appendFn func()) (*kerr.Error, string) {
+	e := b.verifyTxn(transactionalID, batch.ProducerID(), batch.ProducerEpoch(), txn.TopicPartition{Topic: topic, Partition: partition}, appendFn)
 	if e == kerr.InvalidTxnState {
 		return e, "the partition was not added to an ongoing transaction of this producer"
 	}
@@ -170,8 +270,7 @@ func (b *Broker) produceTransactional(topic string, partition int32, batch recor
 func (b *Broker) handleAddPartitionsToTxn(req *kmsg.AddPartitionsToTxnRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
 	if req.Version >= 4 {
-		resp.ErrorCode = kerr.UnsupportedVersion.Code
-		return resp
+		return b.verifyPartitionsInTxn(req, resp)
 	}
 	// KafkaApis.handleAddPartitionsToTxnRequest: invalid partitions fail the request,
 	// the others get OPERATION_NOT_ATTEMPTED.
@@ -219,6 +318,42 @@ func (b *Broker) handleAddPartitionsToTxn(req *kmsg.AddPartitionsToTxnRequest) k
 	return resp
 }
 
+// verifyPartitionsInTxn serves the broker form of AddPartitionsToTxn (v4, VerifyOnly
+// set): whether each transaction holds the partitions and is ongoing, per partition
+// (INVALID_TXN_STATE, INVALID_PRODUCER_EPOCH, NOT_COORDINATOR, ...). Adding partitions
+// this way (KIP-890 part 2) is not served: INVALID_REQUEST.
+func (b *Broker) verifyPartitionsInTxn(req *kmsg.AddPartitionsToTxnRequest, resp *kmsg.AddPartitionsToTxnResponse) kmsg.Response {
+	for _, tx := range req.Transactions {
+		res := kmsg.NewAddPartitionsToTxnResponseTransaction()
+		res.TransactionalID = tx.TransactionalID
+		for _, tt := range tx.Topics {
+			rt := kmsg.NewAddPartitionsToTxnResponseTransactionTopic()
+			rt.Topic = tt.Topic
+			for _, p := range tt.Partitions {
+				rp := kmsg.NewAddPartitionsToTxnResponseTransactionTopicPartition()
+				rp.Partition = p
+				tp := txn.TopicPartition{Topic: tt.Topic, Partition: p}
+				var e *kerr.Error
+				switch {
+				case !tx.VerifyOnly:
+					e = kerr.InvalidRequest
+				case tt.Topic == group.TopicName:
+					e = b.txns.WithTxnOffsetCommit(tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, p, func() {})
+				default:
+					e = b.txns.WithPartition(tx.ProducerID, tx.ProducerEpoch, tp, func() {})
+				}
+				if e != nil {
+					rp.ErrorCode = e.Code
+				}
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			res.Topics = append(res.Topics, rt)
+		}
+		resp.Transactions = append(resp.Transactions, res)
+	}
+	return resp
+}
+
 func (b *Broker) handleAddOffsetsToTxn(req *kmsg.AddOffsetsToTxnRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
 	if e := b.txns.AddOffsets(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group); e != nil {
@@ -241,7 +376,8 @@ func (b *Broker) handleEndTxn(req *kmsg.EndTxnRequest) kmsg.Response {
 // transaction coordinator has verified that the transaction holds that partition.
 func (b *Broker) handleTxnOffsetCommit(req *kmsg.TxnOffsetCommitRequest) kmsg.Response {
 	verify := func(appendFn func()) int16 {
-		if e := b.txns.WithTxnOffsetCommit(req.TransactionalID, req.ProducerID, req.ProducerEpoch, b.groups.PartitionFor(req.Group), appendFn); e != nil {
+		tp := txn.TopicPartition{Topic: group.TopicName, Partition: b.groups.PartitionFor(req.Group)}
+		if e := b.verifyTxn(req.TransactionalID, req.ProducerID, req.ProducerEpoch, tp, appendFn); e != nil {
 			return e.Code
 		}
 		return 0

@@ -103,16 +103,16 @@ func (m *Manager) setLive(c BrokerConfig) {
 	m.throttle.setRate(c.ThrottledRate)
 }
 
-// Start creates __mirror_state (compacted, mirror.state.topic.num.partitions partitions)
-// if missing, loads the partition states, starts every mirror and its partitions as the
-// metadata image asks, and follows metadata changes until Close.
+// Start loads the partition states from __mirror_state when it exists (the first
+// CreateClusterMirror creates it), starts every mirror and its partitions as the metadata
+// image asks, and follows metadata changes until Close.
 func (m *Manager) Start(ctx context.Context) error {
-	if err := m.store.ensure(ctx, m.config().StateTopicPartitions); err != nil {
-		return err
-	}
-	loaded, err := m.store.load()
-	if err != nil {
-		return fmt.Errorf("load %s: %w", StateTopic, err)
+	loaded := map[stateKey]*stateRecord{}
+	if m.store.exists() {
+		var err error
+		if loaded, err = m.store.load(); err != nil {
+			return fmt.Errorf("load %s: %w", StateTopic, err)
+		}
 	}
 	m.mu.Lock()
 	m.loaded = loaded

@@ -108,6 +108,9 @@ func (m *Manager) CreateClusterMirror(ctx context.Context, req *mirrorproto.Crea
 		return fail(kerr.InvalidConfig.Code, "the source cluster %s is this cluster", cid)
 	}
 	delete(raw, cfgSourceClusterID)
+	if err := m.store.ensure(ctx, m.config().StateTopicPartitions); err != nil {
+		return fail(kerr.CoordinatorNotAvailable.Code, "%v", err)
+	}
 	_, err = m.local.Metadata().Apply(ctx, metadata.MirrorRecord{Name: name, Configs: raw, SourceClusterID: cid, CreatedMs: time.Now().UnixMilli()})
 	if errors.Is(err, metadata.ErrMirrorExists) {
 		return fail(mirrorproto.ClusterMirrorAlreadyExists, "cluster mirror %s already exists", name)

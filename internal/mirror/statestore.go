@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/internal/metadata"
+	replica "github.com/kmirror/kmirror/internal/partition"
 	"github.com/kmirror/kmirror/internal/record"
 )
 
@@ -23,35 +24,43 @@ const StateTopic = "__mirror_state"
 // partition count. The value is a versioned JSON stateRecord; a nil value (tombstone)
 // deletes the key.
 type stateStore struct {
-	local      Local
-	partitions int32
+	local Local
 }
 
-// ensure creates __mirror_state (cleanup.policy=compact) when missing and returns its
-// partition count.
+// partitions is the partition count of __mirror_state, 0 while it does not exist.
+func (s *stateStore) partitions() int32 {
+	if t, ok := s.local.Metadata().Image().Topic(StateTopic); ok {
+		return t.Partitions
+	}
+	return 0
+}
+
+// exists reports whether __mirror_state exists.
+func (s *stateStore) exists() bool { return s.partitions() > 0 }
+
+// ensure creates __mirror_state (cleanup.policy=compact, want partitions) when missing.
 func (s *stateStore) ensure(ctx context.Context, want int32) error {
-	im := s.local.Metadata().Image()
-	if t, ok := im.Topic(StateTopic); ok {
-		s.partitions = t.Partitions
+	if s.exists() {
 		return nil
 	}
 	err := s.local.CreateTopic(ctx, StateTopic, metadata.NewTopicID(), want,
 		map[string]string{"cleanup.policy": "compact"}, nil)
-	if err != nil {
-		if t, ok := s.local.Metadata().Image().Topic(StateTopic); ok { // lost a race: fine
-			s.partitions = t.Partitions
-			return nil
-		}
+	if err != nil && !s.exists() { // another broker creating it at the same time is fine
 		return fmt.Errorf("create %s: %w", StateTopic, err)
 	}
-	s.partitions = want
 	return nil
 }
 
+// partitionFor is the partition of __mirror_state that holds key, −1 when the topic does
+// not exist.
 func (s *stateStore) partitionFor(key []byte) int32 {
+	n := s.partitions()
+	if n == 0 {
+		return -1
+	}
 	h := fnv.New32a()
 	h.Write(key)
-	return int32(h.Sum32() % uint32(s.partitions))
+	return int32(h.Sum32() % uint32(n))
 }
 
 // write appends the record for k (nil r = tombstone).
@@ -61,7 +70,11 @@ func (s *stateStore) write(k stateKey, r *stateRecord) error {
 	if r != nil {
 		val = encodeStateRecord(r)
 	}
-	log, err := s.local.Log(StateTopic, s.partitionFor(key))
+	p := s.partitionFor(key)
+	if p < 0 {
+		return fmt.Errorf("%s does not exist", StateTopic)
+	}
+	log, err := s.local.Log(StateTopic, p)
 	if err != nil {
 		return err
 	}
@@ -78,8 +91,11 @@ func (s *stateStore) write(k stateKey, r *stateRecord) error {
 // (tombstoned keys absent).
 func (s *stateStore) load() (map[stateKey]*stateRecord, error) {
 	out := map[stateKey]*stateRecord{}
-	for p := int32(0); p < s.partitions; p++ {
+	for p := int32(0); p < s.partitions(); p++ {
 		log, err := s.local.Log(StateTopic, p)
+		if errors.Is(err, replica.ErrNotLeader) {
+			continue // another broker coordinates it
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -139,6 +139,17 @@ func (p *Partition) AppendRecordsAsLeader(recs []record.KV, timestampMs int64) (
 	return info.FirstOffset, nil
 }
 
+// AppendAsCoordinator appends a batch a coordinator of this broker wrote with a producer
+// ID (the group coordinator's transactional offset commits; storage
+// Log.AppendAsCoordinator), with the partition's leader epoch.
+func (p *Partition) AppendAsCoordinator(b record.Batch) (info storage.AppendInfo, err error) {
+	err = p.write(func() error {
+		info, err = p.log.AppendAsCoordinator(b, p.LeaderEpoch())
+		return err
+	})
+	return info, err
+}
+
 // AppendControlAsLeader appends a control batch (a transaction marker or
 // MIRROR_PID_RESET) with the partition's leader epoch.
 func (p *Partition) AppendControlAsLeader(b record.Batch) (info storage.AppendInfo, err error) {
