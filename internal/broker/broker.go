@@ -480,7 +480,11 @@ func (b *Broker) Serve() error {
 			b.goBackground(func() { b.logs.RunCleaner(b.ctx, b.cfg.Int64("log.cleaner.backoff.ms")) })
 		}
 	}
-	b.logger.Info("kmirror node serving", "node.id", b.nodeID, "process.roles", b.node.Roles.String(), "advertised", fmt.Sprint(b.endpoints),
+	what := "kmirror broker serving"
+	if !b.node.Roles.Broker {
+		what = "kmirror controller serving"
+	}
+	b.logger.Info(what, "node.id", b.nodeID, "process.roles", b.node.Roles.String(), "advertised", fmt.Sprint(b.endpoints),
 		"cluster.id", b.meta.Image().ClusterID, "log.dirs", b.dataDir)
 	if len(b.listeners) == 0 {
 		<-b.ctx.Done()
