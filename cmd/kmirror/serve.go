@@ -12,10 +12,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/kmirror/kmirror/internal/broker"
 	"github.com/kmirror/kmirror/internal/config"
 	"github.com/kmirror/kmirror/internal/metrics"
-	"github.com/kmirror/kmirror/internal/mirror"
+	"github.com/kmirror/kmirror/internal/node"
 )
 
 func newServeCommand() *cobra.Command {
@@ -85,7 +84,7 @@ func newLogger(level string) (*slog.Logger, error) {
 // runBroker starts a broker and serves until SIGINT/SIGTERM, then shuts down cleanly:
 // in-flight requests answered, logs flushed, checkpoints written.
 func runBroker(cfg *config.Values, logger *slog.Logger) error {
-	b, err := broker.New(cfg, logger, mirror.ForBroker)
+	b, err := node.New(cfg, logger)
 	if err != nil {
 		return err
 	}

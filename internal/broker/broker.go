@@ -74,6 +74,7 @@ type Broker struct {
 	pids       *producerIDs
 	peers      peers
 	coordMu    sync.Mutex // serialises coordinator elections with the coordinators' start
+	clusterClientState
 
 	sessionsOnce sync.Once
 	sessions     *fetchSessionCache // fetch sessions (KIP-227), created on first Fetch
@@ -401,12 +402,21 @@ func (b *Broker) onLeadershipChange(ch partition.Change) {
 			b.groups.OnResignation(p.Index(), p.LeaderEpoch())
 		case p.Topic() == txn.TopicName && b.txns != nil:
 			b.txns.OnResignation(p.Index(), p.LeaderEpoch())
+		case p.Topic() == mirrorStateTopic && b.mirrors != nil:
+			b.mirrors.StatePartitionResigned(p.Index())
 		}
 	}
 	for _, p := range ch.Leaders {
 		b.electCoordinator(p)
 	}
+	if b.mirrors != nil {
+		b.mirrors.LeadershipChanged()
+	}
 }
+
+// mirrorStateTopic is internal/mirror's StateTopic (the broker does not import the
+// mirror package).
+const mirrorStateTopic = "__mirror_state"
 
 // electCoordinator makes this broker the coordinator of a partition of an internal topic
 // it leads. coordMu held.
@@ -416,6 +426,8 @@ func (b *Broker) electCoordinator(p *partition.Partition) {
 		b.groups.OnElection(p.Index(), p.LeaderEpoch())
 	case p.Topic() == txn.TopicName && b.txns != nil:
 		b.txns.OnElection(p.Index(), p.LeaderEpoch())
+	case p.Topic() == mirrorStateTopic && b.mirrors != nil:
+		b.mirrors.StatePartitionElected(p.Index(), p.LeaderEpoch())
 	}
 }
 
@@ -440,15 +452,14 @@ func (b *Broker) goBackground(fn func()) {
 func (b *Broker) brokerVersions() *wire.Versions {
 	v := wire.DefaultVersions()
 	v.Register(kmsg.DescribeQuorum.Int16(), wire.VersionRange{Min: 0, Max: 2})
-	v.Register(kmsg.WriteTxnMarkers.Int16(), wire.VersionRange{Min: 0, Max: 1})      // inter-broker
+	v.Register(kmsg.WriteTxnMarkers.Int16(), wire.VersionRange{Min: 0, Max: 1})    // inter-broker
 	v.Register(kmsg.AddPartitionsToTxn.Int16(), wire.VersionRange{Min: 0, Max: 4}) // v4: verification, inter-broker
 	for _, api := range mirrorproto.APIs() {
 		if b.newMirrors == nil {
 			break
 		}
-		switch api.Name {
-		case "ReadMirrorStates", "WriteMirrorStates", "BumpLeaderEpochs":
-			continue // inter-broker, not yet served
+		if api.Name == "BumpLeaderEpochs" {
+			continue // served by the controllers (the controller listener)
 		}
 		v.Register(api.Key, wire.VersionRange{Min: api.MinVersion, Max: api.MaxVersion})
 	}
@@ -558,6 +569,9 @@ func (b *Broker) close() {
 		b.channel.Close()
 	}
 	b.peers.close()
+	if b.cluster != nil {
+		b.cluster.Close()
+	}
 	if b.meta != nil {
 		b.meta.Close()
 	}
@@ -683,11 +697,8 @@ func (b *Broker) Advertised() string { return b.Addr() }
 // Metadata is the metadata controller (mirror.Local).
 func (b *Broker) Metadata() *metadata.Controller { return b.meta }
 
-// Groups is the group coordinator (mirror.Local, for the group offset sync of spec §9).
-func (b *Broker) Groups() *group.Coordinator { return b.groups }
-
 // MirrorService returns the cluster mirroring service (internal/mirror's *Manager when
-// wired by mirror.ForBroker), nil for a broker without it. Set before New returns.
+// wired by cmd/kmirror), nil for a broker without it. Set before New returns.
 func (b *Broker) MirrorService() Mirrors { return b.mirrors }
 
 // Log returns the log of topic/partition once this broker leads it (mirror.Local, the

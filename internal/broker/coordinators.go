@@ -74,7 +74,14 @@ func (b *Broker) startCoordinators() error {
 	// completes prepared transactions by writing markers, and the marker writer must
 	// already know which partitions are read-only mirror partitions.
 	if b.newMirrors != nil {
-		b.mirrors = b.newMirrors(b, b.cfg, b.logger) // the manager names its component
+		mirrors := b.newMirrors(b, b.cfg, b.logger) // the manager names its component
+		if err := b.awaitAllLed(mirrorStateTopic); err != nil {
+			return err
+		}
+		b.coordMu.Lock()
+		b.mirrors = mirrors
+		b.electLedCoordinators(mirrorStateTopic)
+		b.coordMu.Unlock()
 		if err := b.mirrors.Start(b.ctx); err != nil {
 			return fmt.Errorf("starting cluster mirroring: %w", err)
 		}
@@ -173,6 +180,16 @@ type Mirrors interface {
 	ResumeMirrorTopics(context.Context, *mirrorproto.ResumeMirrorTopicsRequest) *mirrorproto.ResumeMirrorTopicsResponse
 	DeleteClusterMirror(context.Context, *mirrorproto.DeleteClusterMirrorRequest) *mirrorproto.DeleteClusterMirrorResponse
 	RecoverMirrorTopics(context.Context, *mirrorproto.RecoverMirrorTopicsRequest) *mirrorproto.RecoverMirrorTopicsResponse
+	// ReadMirrorStates and WriteMirrorStates serve the partitions of __mirror_state this
+	// broker coordinates (inter-broker).
+	ReadMirrorStates(context.Context, *mirrorproto.ReadMirrorStatesRequest) *mirrorproto.ReadMirrorStatesResponse
+	WriteMirrorStates(context.Context, *mirrorproto.WriteMirrorStatesRequest) *mirrorproto.WriteMirrorStatesResponse
+	// StatePartitionElected and StatePartitionResigned follow this broker's leadership
+	// of the partitions of __mirror_state; LeadershipChanged tells it of any leadership
+	// change (without blocking).
+	StatePartitionElected(partition int32, leaderEpoch int32)
+	StatePartitionResigned(partition int32)
+	LeadershipChanged()
 }
 
 // NewMirrorsFunc builds the mirroring service over the broker (which implements the
@@ -285,8 +302,7 @@ func (b *Broker) handleFindCoordinator(ctx context.Context, req *kmsg.FindCoordi
 }
 
 // handleMirrorRPC serves the cluster mirroring RPCs of spec section 10, or returns nil
-// for another request. Inter-broker RPCs (ReadMirrorStates, WriteMirrorStates,
-// BumpLeaderEpochs) have no use on a single node and are not advertised.
+// for another request; BumpLeaderEpochs is the controllers' (controllerapi.go).
 func (b *Broker) handleMirrorRPC(ctx context.Context, req kmsg.Request) kmsg.Response {
 	m := b.mirrors
 	if m == nil {
@@ -311,6 +327,10 @@ func (b *Broker) handleMirrorRPC(ctx context.Context, req kmsg.Request) kmsg.Res
 		return m.DeleteClusterMirror(ctx, r)
 	case *mirrorproto.RecoverMirrorTopicsRequest:
 		return m.RecoverMirrorTopics(ctx, r)
+	case *mirrorproto.ReadMirrorStatesRequest:
+		return m.ReadMirrorStates(ctx, r)
+	case *mirrorproto.WriteMirrorStatesRequest:
+		return m.WriteMirrorStates(ctx, r)
 	}
 	return nil
 }

@@ -15,8 +15,8 @@ import (
 
 	"github.com/kmirror/kmirror/internal/broker"
 	"github.com/kmirror/kmirror/internal/config"
-	"github.com/kmirror/kmirror/internal/mirror"
 	"github.com/kmirror/kmirror/internal/mirrorproto"
+	"github.com/kmirror/kmirror/internal/node"
 )
 
 // Broker is a running test broker.
@@ -61,7 +61,7 @@ func (b *Broker) start() {
 		out = os.Stderr
 	}
 	logger := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	br, err := broker.New(cfg, logger, mirror.ForBroker)
+	br, err := node.New(cfg, logger)
 	if err != nil {
 		b.t.Fatal(err)
 	}

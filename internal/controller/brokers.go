@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/internal/metadata"
+	"github.com/kmirror/kmirror/internal/mirrorproto"
 )
 
 // ProducerIDBlockSize is the number of producer IDs in one block (Kafka's
@@ -245,5 +246,58 @@ func (c *Controller) AllocateProducerIDs(ctx context.Context, req *kmsg.Allocate
 		return resp
 	}
 	resp.ProducerIDStart, resp.ProducerIDLen = start, ProducerIDBlockSize
+	return resp
+}
+
+// BumpLeaderEpochs raises the leader epoch of each named partition to at least
+// MinLeaderEpoch (spec section 6: a mirror partition's EPOCH_FENCING and failover raise
+// it through the controller, so that every replica sees one leader epoch): a
+// PartitionChangeRecord with the leader epoch max(current + 1, MinLeaderEpoch), nothing
+// when the current one is already high enough. It answers the epoch now in force per
+// partition. Errors: NOT_CONTROLLER; per partition UNKNOWN_TOPIC_ID,
+// UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE (no leader to stamp it).
+func (c *Controller) BumpLeaderEpochs(ctx context.Context, req *mirrorproto.BumpLeaderEpochsRequest) *mirrorproto.BumpLeaderEpochsResponse {
+	resp := req.ResponseKind().(*mirrorproto.BumpLeaderEpochsResponse)
+	if c.notActive() {
+		resp.ErrorCode = kerr.NotController.Code
+		return resp
+	}
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	im := c.q.Image()
+	var recs []metadata.Record
+	for _, rt := range req.Topics {
+		tr := mirrorproto.BumpLeaderEpochsResponseTopic{TopicID: rt.TopicID}
+		t := im.TopicsByID[rt.TopicID]
+		for _, rp := range rt.Partitions {
+			pr := mirrorproto.BumpLeaderEpochsResponsePartition{PartitionIndex: rp.PartitionIndex, LeaderEpoch: -1}
+			var reg *metadata.PartitionRegistration
+			if t != nil {
+				reg = t.Partition(rp.PartitionIndex)
+			}
+			switch {
+			case t == nil:
+				pr.ErrorCode = kerr.UnknownTopicID.Code
+			case reg == nil || !reg.Assigned():
+				pr.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case reg.Leader == metadata.NoLeader:
+				pr.ErrorCode = kerr.LeaderNotAvailable.Code
+			case reg.LeaderEpoch >= rp.MinLeaderEpoch:
+				pr.LeaderEpoch = reg.LeaderEpoch
+			default:
+				pr.LeaderEpoch = max(reg.LeaderEpoch+1, rp.MinLeaderEpoch)
+				recs = append(recs, metadata.PartitionChangeRecord{TopicID: t.ID, Partition: rp.PartitionIndex, LeaderEpoch: pr.LeaderEpoch})
+			}
+			tr.Partitions = append(tr.Partitions, pr)
+		}
+		resp.Topics = append(resp.Topics, tr)
+	}
+	if len(recs) > 0 {
+		if _, err := c.apply(ctx, "bumping leader epochs", recs); err != nil {
+			resp.ErrorCode = errorCode(err)
+			msg := err.Error()
+			resp.ErrorMessage = &msg
+		}
+	}
 	return resp
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/internal/metadata"
+	"github.com/kmirror/kmirror/internal/mirrorproto"
 )
 
 // Quorum is the metadata log as the active controller uses it (*metadata.Controller).
@@ -305,7 +306,8 @@ func errorCode(err error) int16 {
 func (c *Controller) notActive() bool { return !c.Active() }
 
 // Handle answers a controller RPC (BrokerRegistration, BrokerHeartbeat,
-// AllocateProducerIds, ApplyRecords), or returns nil for another request. Each answers NOT_CONTROLLER
+// AllocateProducerIds, ApplyRecords, BumpLeaderEpochs), or returns nil for another
+// request. Each answers NOT_CONTROLLER
 // when this node is not the active controller.
 func (c *Controller) Handle(ctx context.Context, req kmsg.Request) kmsg.Response {
 	switch r := req.(type) {
@@ -317,6 +319,8 @@ func (c *Controller) Handle(ctx context.Context, req kmsg.Request) kmsg.Response
 		return c.AllocateProducerIDs(ctx, r)
 	case *ApplyRecordsRequest:
 		return c.ApplyRecords(ctx, r)
+	case *mirrorproto.BumpLeaderEpochsRequest:
+		return c.BumpLeaderEpochs(ctx, r)
 	}
 	return nil
 }

@@ -216,6 +216,18 @@ func (c *Coordinator) GroupState(groupID string) (state string, exists bool) {
 	return g.state.String(), g.state != Dead
 }
 
+// Access reads and writes a cluster's consumer groups at their coordinators, wherever they
+// are (the mirror's group offset sync, spec section 9): the broker answers from its own
+// coordinator for the groups it coordinates and asks the others' coordinators.
+type Access interface {
+	// GroupState is the group's state name (Empty, Stable, ...) and whether it exists.
+	GroupState(ctx context.Context, groupID string) (state string, exists bool, err error)
+	// CommittedOffsets are the group's committed offsets by topic and partition.
+	CommittedOffsets(ctx context.Context, groupID string) (map[string]map[int32]Offset, error)
+	// SyncOffsets writes offsets of an Empty or absent group (creating it Empty).
+	SyncOffsets(ctx context.Context, groupID string, offsets map[string]map[int32]Offset) error
+}
+
 // CommittedOffsets returns a copy of the group's committed offsets by topic and
 // partition (nil if the group does not exist or its partition is not loaded here);
 // pending transactional offsets are not included; spec section 9.

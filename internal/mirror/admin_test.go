@@ -57,7 +57,7 @@ func TestAdminErrors(t *testing.T) {
 	expect("bad regex", sr.ErrorCode, sr.ErrorMessage, kerr.InvalidRequest.Code, "invalid regex")
 
 	// a local topic with the same name and another topic ID is refused
-	if _, err := e.local.meta.Apply(ctx, metadata.TopicRecord{Name: "t2", ID: metadata.NewTopicID(), Partitions: 1}); err != nil {
+	if _, err := e.local.Metadata().Apply(ctx, metadata.TopicRecord{Name: "t2", ID: metadata.NewTopicID(), Partitions: 1}); err != nil {
 		t.Fatal(err)
 	}
 	sreq.IncludePatterns = nil
@@ -156,7 +156,7 @@ func TestMirrorConfigs(t *testing.T) {
 	if err := set("mirror.fetch.max.bytes", "2048"); err != nil {
 		t.Fatal(err)
 	}
-	if got := e.local.meta.Image().Mirrors["m1"].Configs["fetch.max.bytes"]; got != "2048" {
+	if got := e.local.Metadata().Image().Mirrors["m1"].Configs["fetch.max.bytes"]; got != "2048" {
 		t.Fatalf("stored fetch.max.bytes %q", got)
 	}
 	if _, err := e.m.DescribeMirrorConfigs("nope"); err == nil {

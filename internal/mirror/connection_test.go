@@ -467,21 +467,6 @@ func TestStartOffset(t *testing.T) {
 	}
 }
 
-// newEnvWith starts a mirror manager with cfg instead of fastConfig.
-func newEnvWith(t *testing.T, cfg BrokerConfig) *env {
-	t.Helper()
-	e := &env{t: t, dir: t.TempDir()}
-	e.local = openTestLocal(t, e.dir)
-	e.m = NewManager(Options{Local: e.local, Logger: testLogger(), Config: cfg})
-	t.Cleanup(e.stop)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := e.m.Start(ctx); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	return e
-}
-
 // TestTwoFetchersPerSourceBroker: with mirror.num.replica.fetchers=2 the 8 partitions of a
 // one-broker source are split over two fetchers (two disjoint partition sets in the
 // mirror's Fetch requests), and byte identity holds.

@@ -360,7 +360,7 @@ func epochAnswers(t *testing.T, what string, e *env, topic string) (string, int3
 		}
 		fmt.Fprintf(&sb, "%d@%d ", en.Epoch, en.StartOffset)
 	}
-	fmt.Fprintf(&sb, "LEO %d leader epoch %d", leo, l.LeaderEpoch())
+	fmt.Fprintf(&sb, "LEO %d", leo)
 	return sb.String(), l.LeaderEpoch()
 }
 
@@ -368,7 +368,7 @@ func epochAnswers(t *testing.T, what string, e *env, topic string) (string, int3
 // several stop/start cycles with no records in between (each failover raises the epoch
 // and writes only MIRROR_PID_RESET), leave a leader-epoch cache whose answers are
 // consistent after every step and read back the same after a restart; every failover
-// raises the epoch above every earlier one. Each start after STOPPED from kfake, which
+// raises the epoch above every earlier one, and a restart never lowers it. Each start after STOPPED from kfake, which
 // cannot answer the failback lookup, truncates the log to 0 (spec section 4); that
 // truncation must not lower the leader epoch (storage Log.LeaderEpoch).
 func TestEdgeEpochOnlyHistory(t *testing.T) {
@@ -396,10 +396,14 @@ func TestEdgeEpochOnlyHistory(t *testing.T) {
 		latest, lastFailover = ep, ep
 		e.restart()
 		e.waitState("m1", "quiet", mirrorproto.StateStopped)
+		// a restart elects the broker again at a higher leader epoch (as Kafka's
+		// controller does: the restarted broker is fenced, then unfenced); the cache of
+		// batch epochs reads back the same
 		after, ep := epochAnswers(t, what+" after restart", e, "quiet")
-		if after != before || ep != latest {
-			t.Fatalf("%s: epoch cache %q before the restart, %q after", what, before, after)
+		if after != before || ep < latest {
+			t.Fatalf("%s: epoch cache %q with leader epoch %d before the restart, %q with %d after", what, before, latest, after, ep)
 		}
+		latest, lastFailover = ep, ep
 	}
 	// the topic, stopped, takes a record at the latest epoch: still consistent
 	l := e.localLog("quiet", 0)

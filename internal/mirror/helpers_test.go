@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,20 +14,21 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kmirror/kmirror/internal/group"
-	"github.com/kmirror/kmirror/internal/metadata"
+	"github.com/kmirror/kmirror/internal/broker"
+	"github.com/kmirror/kmirror/internal/config"
 	"github.com/kmirror/kmirror/internal/mirrorproto"
 	"github.com/kmirror/kmirror/internal/record"
 	"github.com/kmirror/kmirror/internal/storage"
 )
 
-// testLocal is a destination broker for tests: a real metadata controller and real logs
-// in a temporary directory, without the network front end.
+// testLocal is a destination broker for tests: a real kmirror broker (internal/broker)
+// in this process, on a loopback port and a temporary directory, running this package's
+// Manager with the test's broker config.
 type testLocal struct {
+	*broker.Broker
 	t    testing.TB
-	dir  string
-	meta *metadata.Controller
-	logs *storage.Manager
+	m    *Manager
+	done chan struct{}
 }
 
 func testLogger() *slog.Logger {
@@ -42,64 +42,41 @@ type ioDiscard struct{}
 
 func (ioDiscard) Write(p []byte) (int, error) { return len(p), nil }
 
-func openTestLocal(t testing.TB, dir string) *testLocal {
+// openTestLocal starts a broker on props (listeners and log.dirs set by the caller; the
+// port it got is pinned in props, so that a restart comes back on it).
+func openTestLocal(t testing.TB, props map[string]string, mcfg BrokerConfig) *testLocal {
 	t.Helper()
-	meta, err := metadata.Open(metadata.Options{Dir: filepath.Join(dir, "meta"), NodeID: 1, Logger: testLogger()})
+	cfg, err := config.NewValues(config.Broker, props, false)
 	if err != nil {
-		t.Fatalf("metadata.Open: %v", err)
+		t.Fatal(err)
 	}
-	logs, err := storage.OpenManager(filepath.Join(dir, "logs"), testLogger())
+	l := &testLocal{t: t, done: make(chan struct{})}
+	b, err := broker.New(cfg, testLogger(), func(local *broker.Broker, _ *config.Values, _ *slog.Logger) broker.Mirrors {
+		l.m = NewManager(Options{Local: local, Logger: testLogger(), Config: mcfg})
+		return l.m
+	})
 	if err != nil {
-		t.Fatalf("storage.OpenManager: %v", err)
+		t.Fatalf("broker.New: %v", err)
 	}
-	return &testLocal{t: t, dir: dir, meta: meta, logs: logs}
+	l.Broker = b
+	go func() { defer close(l.done); b.Serve() }()
+	props["listeners"] = "PLAINTEXT://" + b.Addr()
+	return l
 }
 
 func (l *testLocal) close() {
-	l.logs.Close()
-	l.meta.Close()
-}
-
-func (l *testLocal) ClusterID() string              { return l.meta.Image().ClusterID }
-func (l *testLocal) Metadata() *metadata.Controller { return l.meta }
-func (l *testLocal) NodeID() int32                  { return 1 }
-func (l *testLocal) Advertised() string             { return "127.0.0.1:0" }
-
-func (l *testLocal) Log(topic string, partition int32) (*storage.Log, error) {
-	t, ok := l.meta.Image().Topic(topic)
-	if !ok || partition < 0 || partition >= t.Partitions {
-		return nil, fmt.Errorf("unknown partition %s-%d", topic, partition)
-	}
-	return l.logs.Open(topic, partition, t.ID, storage.DefaultConfig())
-}
-
-func (l *testLocal) Groups() *group.Coordinator { return nil }
-
-func (l *testLocal) CreatePartitions(ctx context.Context, name string, count int32) error {
-	_, err := l.meta.Apply(ctx, metadata.PartitionCountRecord{Name: name, Partitions: count})
-	return err
-}
-
-func (l *testLocal) CreateTopic(ctx context.Context, name string, id metadata.TopicID, partitions int32, configs map[string]string, mirror *metadata.MirrorTopic) error {
-	if t, ok := l.meta.Image().Topic(name); ok {
-		if t.ID != id {
-			return fmt.Errorf("topic %s exists with another topic ID", name)
-		}
-	} else if _, err := l.meta.Apply(ctx, metadata.TopicRecord{Name: name, ID: id, Partitions: partitions, Configs: configs, Mirror: mirror}); err != nil {
-		return err
-	}
-	for p := int32(0); p < partitions; p++ {
-		if _, err := l.Log(name, p); err != nil {
-			return err
-		}
-	}
-	return nil
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	l.Shutdown(ctx)
+	<-l.done
 }
 
 // env is a destination broker with a running mirror Manager.
 type env struct {
 	t     *testing.T
 	dir   string
+	cfg   BrokerConfig
+	props map[string]string // the broker's server.properties, port pinned after the first start
 	local *testLocal
 	m     *Manager
 }
@@ -113,9 +90,19 @@ func fastConfig() BrokerConfig {
 	return c
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T) *env { return newEnvWith(t, fastConfig()) }
+
+// newEnvWith starts a destination broker whose mirror manager runs with cfg.
+func newEnvWith(t *testing.T, cfg BrokerConfig) *env {
 	t.Helper()
-	e := &env{t: t, dir: t.TempDir()}
+	e := &env{t: t, dir: t.TempDir(), cfg: cfg}
+	e.props = map[string]string{
+		"listeners":                         "PLAINTEXT://127.0.0.1:0",
+		"log.dirs":                          e.dir,
+		"offsets.topic.num.partitions":      "2",
+		"mirror.state.topic.num.partitions": fmt.Sprint(cfg.StateTopicPartitions),
+		"group.initial.rebalance.delay.ms":  "0",
+	}
 	e.start()
 	t.Cleanup(e.stop)
 	return e
@@ -123,27 +110,19 @@ func newEnv(t *testing.T) *env {
 
 func (e *env) start() {
 	e.t.Helper()
-	e.local = openTestLocal(e.t, e.dir)
-	e.m = NewManager(Options{Local: e.local, Logger: testLogger(), Config: fastConfig()})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := e.m.Start(ctx); err != nil {
-		e.t.Fatalf("Start: %v", err)
-	}
+	e.local = openTestLocal(e.t, e.props, e.cfg)
+	e.m = e.local.m
 }
 
 func (e *env) stop() {
-	if e.m != nil {
-		e.m.Close()
-		e.m = nil
-	}
 	if e.local != nil {
 		e.local.close()
 		e.local = nil
+		e.m = nil
 	}
 }
 
-// restart closes the manager, the logs and the metadata, and opens them again.
+// restart shuts the broker down and starts it again on the same data and port.
 func (e *env) restart() {
 	e.stop()
 	e.start()
@@ -451,17 +430,11 @@ func sameBatches(t *testing.T, what string, want, got []batchAt) {
 
 func (e *env) localLog(topic string, p int32) *storage.Log {
 	e.t.Helper()
-	var l *storage.Log
-	var err error
-	if e.local != nil {
-		l, err = e.local.Log(topic, p)
-	} else {
-		l, err = e.m.local.Log(topic, p) // a real broker (kbroker.env)
-	}
+	part, err := e.m.local.Partition(topic, p)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return l
+	return part.Log()
 }
 
 // fetchByName caps a test's Fetch at version 12, the last addressing topics by name.

@@ -9,31 +9,49 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/kmirror/kmirror/internal/group"
 	"github.com/kmirror/kmirror/internal/metadata"
 	"github.com/kmirror/kmirror/internal/mirrorproto"
-	"github.com/kmirror/kmirror/internal/storage"
+	replica "github.com/kmirror/kmirror/internal/partition"
 )
 
-// Local is the destination broker as the mirror manager sees it.
+// Local is the destination broker as the mirror manager sees it: one broker of the
+// destination cluster (every broker runs a Manager, for the mirror partitions it leads).
 type Local interface {
 	// ClusterID is this cluster's ID.
 	ClusterID() string
-	// Metadata is the cluster metadata controller (topics, mirrors, desired states).
+	// Metadata is the cluster metadata log (topics, mirrors, desired states); writes are
+	// carried to the active controller.
 	Metadata() *metadata.Controller
-	// Log returns the local log of topic/partition, opening it if the topic exists in the
-	// metadata image.
-	Log(topic string, partition int32) (*storage.Log, error)
+	// Partition returns topic/partition once this broker leads it, waiting a few seconds
+	// for the image that makes it leader; the error wraps replica.ErrNotLeader when
+	// another broker leads it, replica.ErrUnknownTopicOrPartition when it does not exist.
+	// Every write of the mirror goes through it.
+	Partition(topic string, partition int32) (*replica.Partition, error)
+	// Leads reports whether this broker leads topic/partition now.
+	Leads(topic string, partition int32) bool
 	// CreateTopic creates a topic through the metadata log with the given ID, partition
-	// count and configs, then opens its logs; an existing topic with the same name and ID
-	// is success (failback); another ID is an error.
+	// count and configs; an existing topic with the same name and ID is success
+	// (failback, and then it gets the mirror association); another ID is an error.
 	CreateTopic(ctx context.Context, name string, id metadata.TopicID, partitions int32, configs map[string]string, mirror *metadata.MirrorTopic) error
-	// CreatePartitions grows topic name to count partitions through the metadata log and
-	// opens the new logs (source partition growth, spec section 8).
+	// CreatePartitions grows topic name to count partitions through the metadata log
+	// (source partition growth, spec section 8).
 	CreatePartitions(ctx context.Context, name string, count int32) error
-	// Groups is the local group coordinator, for the group offset sync (spec section 9);
-	// nil when the broker has none (the sync task then does nothing).
-	Groups() *group.Coordinator
+	// BumpLeaderEpoch has the active controller raise the leader epoch of
+	// topic/partition to at least epoch (BumpLeaderEpochs, spec section 6) and waits
+	// until this broker's partition has it.
+	BumpLeaderEpoch(ctx context.Context, topic string, partition int32, epoch int32) error
+	// BrokerRequest sends an inter-broker request to broker id (the mirror state
+	// coordinators, the describe of partitions other brokers lead).
+	BrokerRequest(ctx context.Context, id int32, req kmsg.Request) (kmsg.Response, error)
+	// Groups reads and writes this cluster's consumer groups for the group offset sync
+	// (spec section 9), at each group's coordinator; nil when the broker has none.
+	Groups() group.Access
+	// Bounds is the log start offset and LEO of topic/partition, asked of its leader
+	// (what synced group offsets are clamped to).
+	Bounds(ctx context.Context, topic string, partition int32) (replica.Bounds, error)
 	// NodeID is this broker's node ID.
 	NodeID() int32
 	// Advertised is host:port of this broker, for logs.
@@ -61,7 +79,7 @@ type Manager struct {
 	log      *slog.Logger
 	cfg      BrokerConfig                 // static: server.properties
 	live     atomic.Pointer[BrokerConfig] // cfg with the dynamic broker configs, see config()
-	store    stateStore
+	store    stateStore                   // this broker's view of __mirror_state, and the partitions of it it coordinates
 	throttle *throttle
 
 	ctx    context.Context
@@ -70,9 +88,12 @@ type Manager struct {
 
 	mu      sync.Mutex
 	mirrors map[string]*mirrorRT
-	parts   map[tp]*partition
-	loaded  map[stateKey]*stateRecord
+	parts   map[tp]*partition // the mirror partitions this broker leads
 	started bool
+
+	// leadership is signalled when this broker's partition leaderships change
+	// (LeadershipChanged); a reconcile follows.
+	leadership chan struct{}
 }
 
 // NewManager returns a Manager; call Start before serving RPCs.
@@ -85,11 +106,11 @@ func NewManager(opts Options) *Manager {
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{
 		local: opts.Local, log: lg.With("component", "mirror"), cfg: cfg,
-		store:    stateStore{local: opts.Local},
 		throttle: &throttle{},
 		ctx:      ctx, cancel: cancel,
-		mirrors: map[string]*mirrorRT{}, parts: map[tp]*partition{}, loaded: map[stateKey]*stateRecord{},
+		mirrors: map[string]*mirrorRT{}, parts: map[tp]*partition{}, leadership: make(chan struct{}, 1),
 	}
+	m.store.local = opts.Local
 	m.setLive(cfg)
 	return m
 }
@@ -103,19 +124,15 @@ func (m *Manager) setLive(c BrokerConfig) {
 	m.throttle.setRate(c.ThrottledRate)
 }
 
-// Start loads the partition states from __mirror_state when it exists (the first
-// CreateClusterMirror creates it), starts every mirror and its partitions as the metadata
-// image asks, and follows metadata changes until Close.
+// Start waits until the partitions of __mirror_state this broker coordinates are loaded
+// (StatePartitionElected, called for those it leads before Start), then starts every
+// mirror and the partitions this broker leads, each from its persisted state, and follows
+// metadata and leadership changes until Close.
 func (m *Manager) Start(ctx context.Context) error {
-	loaded := map[stateKey]*stateRecord{}
-	if m.store.exists() {
-		var err error
-		if loaded, err = m.store.load(); err != nil {
-			return fmt.Errorf("load %s: %w", StateTopic, err)
-		}
+	if err := m.store.awaitLoaded(ctx); err != nil {
+		return fmt.Errorf("load %s: %w", StateTopic, err)
 	}
 	m.mu.Lock()
-	m.loaded = loaded
 	m.started = true
 	m.mu.Unlock()
 	sub := m.local.Metadata().Subscribe()
@@ -123,6 +140,8 @@ func (m *Manager) Start(ctx context.Context) error {
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
+		retry := time.NewTicker(time.Second) // partitions whose state could not be read yet
+		defer retry.Stop()
 		for {
 			select {
 			case <-m.ctx.Done():
@@ -131,12 +150,31 @@ func (m *Manager) Start(ctx context.Context) error {
 				if !ok {
 					return
 				}
-				m.reconcile()
+			case <-m.leadership:
+			case <-retry.C:
 			}
+			m.reconcile()
 		}
 	}()
 	return nil
 }
+
+// LeadershipChanged tells the manager that this broker's partition leaderships changed:
+// it takes over the mirror partitions it now leads and drops the others (their new
+// leaders continue from the persisted states). It does not block.
+func (m *Manager) LeadershipChanged() {
+	select {
+	case m.leadership <- struct{}{}:
+	default:
+	}
+}
+
+// StatePartitionElected makes this broker the state coordinator of partition p of
+// __mirror_state (it leads it at leaderEpoch): the partition is loaded in the background.
+func (m *Manager) StatePartitionElected(p int32, leaderEpoch int32) { m.store.elected(p, leaderEpoch) }
+
+// StatePartitionResigned ends this broker's coordination of partition p of __mirror_state.
+func (m *Manager) StatePartitionResigned(p int32) { m.store.resigned(p) }
 
 // Close stops every runner and fetcher and closes the source connections. Partition
 // states stay in __mirror_state; a new Manager resumes from them.
@@ -182,6 +220,7 @@ func (m *Manager) reconcile() {
 		}
 	}
 	want := map[tp]bool{}
+	var missing []*partition // led here, not yet known: their states are read below
 	for _, t := range im.Topics {
 		if t.Mirror == nil {
 			continue
@@ -192,11 +231,15 @@ func (m *Manager) reconcile() {
 		throttled := t.Configs[cfgThrottledReplicas]
 		for i := int32(0); i < t.Partitions; i++ {
 			k := tp{t.Name, i}
+			if !m.local.Leads(t.Name, i) {
+				continue // its leader runs it
+			}
 			want[k] = true
 			p := m.parts[k]
 			if p == nil || p.mirror != t.Mirror.MirrorName || p.topicID != t.ID {
-				p = m.newPartition(t.Mirror.MirrorName, t.Name, t.ID, i)
-				m.parts[k] = p
+				missing = append(missing, &partition{m: m, mirror: t.Mirror.MirrorName, topic: t.Name, topicID: t.ID, index: i})
+				delete(m.parts, k)
+				continue
 			}
 			p.throttled.Store(isThrottledReplica(throttled, i, nodeID))
 		}
@@ -206,6 +249,9 @@ func (m *Manager) reconcile() {
 			delete(m.parts, k)
 		}
 	}
+	m.mu.Unlock()
+	m.takeOver(im, missing)
+	m.mu.Lock()
 	rts := make([]*mirrorRT, 0, len(m.mirrors))
 	for _, r := range m.mirrors {
 		rts = append(rts, r)
@@ -219,20 +265,41 @@ func (m *Manager) reconcile() {
 	}
 }
 
-// newPartition builds a partition runtime from its persisted state. A partition that was
-// mid-mirroring restarts through LOG_ALIGNMENT (its runtime starts as UNKNOWN); PAUSED,
-// PAUSING, STOPPING, STOPPED and FAILED are kept. m.mu held.
-func (m *Manager) newPartition(mirror, topic string, id metadata.TopicID, idx int32) *partition {
-	p := &partition{m: m, mirror: mirror, topic: topic, topicID: id, index: idx}
+// takeOver reads the persisted states of partitions this broker now leads (a new
+// mirror partition, a restart, a leadership that moved here: cluster.md §3) and adds
+// their runtimes. A state that cannot be read yet (its coordinator is loading or down)
+// leaves the partition out until a later reconcile.
+func (m *Manager) takeOver(im *metadata.Image, ps []*partition) {
+	for _, p := range ps {
+		ctx, cancel := context.WithTimeout(m.ctx, stateRetry)
+		st, err := m.store.read(ctx, p.key())
+		cancel()
+		if err != nil && m.store.exists() {
+			m.log.Warn("mirror partition waits for its persisted state", "mirror", p.mirror, "partition", p.String(), "err", err)
+			continue
+		}
+		initPartition(p, st)
+		t := im.Topics[p.topic]
+		m.mu.Lock()
+		if cur := m.parts[tp{p.topic, p.index}]; cur == nil && t != nil && t.ID == p.topicID && m.local.Leads(p.topic, p.index) {
+			p.throttled.Store(isThrottledReplica(t.Configs[cfgThrottledReplicas], p.index, m.local.NodeID()))
+			m.parts[tp{p.topic, p.index}] = p
+		}
+		m.mu.Unlock()
+	}
+}
+
+// initPartition sets up a partition runtime from its persisted state (nil: none yet). A
+// partition that was mid-mirroring restarts through LOG_ALIGNMENT (its runtime starts as
+// UNKNOWN; an aligned log is then only checked, never truncated); PAUSED, PAUSING,
+// STOPPING, STOPPED and FAILED are kept.
+func initPartition(p *partition, st *stateRecord) {
 	p.sourceHW.Store(-1)
 	p.leader.Store(-1)
 	p.newestTs.Store(-1)
-	st := m.loaded[p.key()]
 	if st == nil {
 		st = newStateRecord()
 	} else {
-		cp := *st
-		st = &cp
 		switch st.State {
 		case mirrorproto.StateMirroring, mirrorproto.StateLogAlignment, mirrorproto.StateEpochFencing,
 			mirrorproto.StateULERecovery:
@@ -242,7 +309,6 @@ func (m *Manager) newPartition(mirror, topic string, id metadata.TopicID, idx in
 	}
 	p.st = st
 	p.cur.Store(int32(st.State))
-	return p
 }
 
 // partitionsOf returns the partitions of mirror, sorted by topic and partition.
@@ -377,5 +443,30 @@ func (m *Manager) Stats() []PartitionStat {
 		}
 		return a.Partition < b.Partition
 	})
+	return out
+}
+
+// clusterStates returns the state of every partition of mirror topic t, by index: the
+// runtime's for the partitions this broker leads, the persisted one from their state
+// coordinators for the others (UNKNOWN when it cannot be read).
+func (m *Manager) clusterStates(ctx context.Context, t *metadata.Topic) []mirrorproto.State {
+	out := make([]mirrorproto.State, t.Partitions)
+	for i := range out {
+		idx := int32(i)
+		if p := m.partitionOf(t.Name, idx); p != nil && p.topicID == t.ID {
+			out[i] = p.state()
+			continue
+		}
+		out[i] = mirrorproto.StateUnknown
+		if t.Mirror == nil {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		st, err := m.store.read(rctx, stateKey{Mirror: t.Mirror.MirrorName, TopicID: t.ID, Partition: idx})
+		cancel()
+		if err == nil && st != nil {
+			out[i] = st.State
+		}
+	}
 	return out
 }

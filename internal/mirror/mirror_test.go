@@ -58,7 +58,7 @@ func TestByteIdentity(t *testing.T) {
 	e.startTopics("m1", ".*")
 	e.waitCaughtUp(src, "m1", "orders")
 
-	im := e.local.meta.Image()
+	im := e.local.Metadata().Image()
 	lt, ok := im.Topic("orders")
 	if !ok || lt.Mirror == nil || lt.Mirror.MirrorName != "m1" {
 		t.Fatalf("orders is not a mirror topic: %+v", lt)

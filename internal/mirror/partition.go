@@ -1,6 +1,7 @@
 package mirror
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/kmirror/kmirror/internal/metadata"
 	"github.com/kmirror/kmirror/internal/mirrorproto"
+	replica "github.com/kmirror/kmirror/internal/partition"
 	"github.com/kmirror/kmirror/internal/record"
 	"github.com/kmirror/kmirror/internal/storage"
 )
@@ -38,7 +40,7 @@ type partition struct {
 
 	mu        sync.Mutex
 	st        *stateRecord
-	log       *storage.Log
+	part      *replica.Partition // the local partition this broker leads, every write goes through it
 	nextRetry time.Time
 	raiseTo   int32 // a scheduled EPOCH_FENCING raise, 0 = none
 	fetchErrs int   // consecutive connection-level fetch errors
@@ -70,17 +72,35 @@ func (p *partition) String() string { return fmt.Sprintf("%s-%d", p.topic, p.ind
 
 func (p *partition) state() mirrorproto.State { return mirrorproto.State(p.cur.Load()) }
 
-// getLog returns the local log, opening it on first use. mu held.
+// getLog returns the local log, for reads. mu held.
 func (p *partition) getLog() (*storage.Log, error) {
-	if p.log != nil {
-		return p.log, nil
-	}
-	l, err := p.m.local.Log(p.topic, p.index)
+	part, err := p.getPart()
 	if err != nil {
 		return nil, err
 	}
-	p.log = l
-	return l, nil
+	return part.Log(), nil
+}
+
+// getPart returns the local partition (this broker leads it), for writes. mu held.
+func (p *partition) getPart() (*replica.Partition, error) {
+	if p.part != nil {
+		return p.part, nil
+	}
+	part, err := p.m.local.Partition(p.topic, p.index)
+	if err != nil {
+		return nil, err
+	}
+	p.part = part
+	return part, nil
+}
+
+// bumpEpoch has the controller raise the partition's leader epoch to at least epoch
+// (spec section 6: raises are leader-epoch bumps by the controller). mu held: the bump is
+// one round trip to the active controller.
+func (p *partition) bumpEpoch(epoch int32) error {
+	ctx, cancel := context.WithTimeout(p.m.ctx, 30*time.Second)
+	defer cancel()
+	return p.m.local.BumpLeaderEpoch(ctx, p.topic, p.index, epoch)
 }
 
 // setState moves to state to (spec section 4 table), bumping the state epoch and
@@ -96,8 +116,8 @@ func (p *partition) setState(to mirrorproto.State, lastErr string) bool {
 	p.st.State = to
 	p.st.StateEpoch++
 	p.st.LastError = lastErr
-	if p.log != nil {
-		p.st.LeaderEpoch = p.log.LeaderEpoch()
+	if p.part != nil {
+		p.st.LeaderEpoch = p.part.LeaderEpoch()
 	}
 	p.cur.Store(int32(to))
 	p.persist()
@@ -158,7 +178,7 @@ func (p *partition) truncateTo(l *storage.Log, target int64, why string) error {
 		return nil
 	}
 	p.lfeOK = false
-	if err := l.TruncateToFenced(target); err != nil {
+	if err := p.part.TruncateToFenced(target); err != nil {
 		return err
 	}
 	p.st.TruncatedOffset = target
@@ -173,9 +193,9 @@ func (p *partition) truncateTo(l *storage.Log, target int64, why string) error {
 // start, to start.offset and past a first batch straddling the log start (truncateTo is
 // the other way, for dropped tails). It also forgets the cached LastFetchedEpoch. mu
 // held.
-func (p *partition) truncateLog(l *storage.Log, offset int64) error {
+func (p *partition) truncateLog(offset int64) error {
 	p.lfeOK = false
-	return l.TruncateFullyAndStartAt(offset)
+	return p.part.TruncateFullyAndStartAt(offset)
 }
 
 // lastFetchedEpoch is the Fetch LastFetchedEpoch for the log: the leader epoch of the
@@ -218,7 +238,7 @@ func (p *partition) skipTo(l *storage.Log, sourceStart int64) error {
 	if sourceStart <= leo {
 		return nil
 	}
-	if err := p.truncateLog(l, sourceStart); err != nil {
+	if err := p.truncateLog(sourceStart); err != nil {
 		return err
 	}
 	skipped := sourceStart - leo
@@ -299,7 +319,7 @@ func (p *partition) applyFetch(fr fetchResult) (needMeta bool) {
 		return false
 	}
 	if resp.LogStartOffset > l.LogStartOffset() && resp.LogStartOffset <= l.LogEndOffset() {
-		if err := l.AdvanceLogStartOffset(resp.LogStartOffset); err != nil {
+		if err := p.part.AdvanceLogStartOffset(resp.LogStartOffset); err != nil {
 			p.m.log.Warn("advance mirror log start", "partition", p.String(), "err", err)
 		}
 	}
@@ -317,7 +337,7 @@ func (p *partition) appendBatches(l *storage.Log, data []byte) error {
 	var advanceTo int64 = -1
 	var records int64
 	newestTs := int64(-1)
-	latest := l.LeaderEpoch()
+	latest := p.part.LeaderEpoch()
 	pos := 0
 	for pos < len(data) {
 		b, _, err := record.Next(data[pos:])
@@ -343,18 +363,25 @@ func (p *partition) appendBatches(l *storage.Log, data []byte) error {
 			if leo != l.LogStartOffset() {
 				return fmt.Errorf("%w: batch %d..%d straddles the log end offset %d", errCorruptBatch, b.BaseOffset(), b.LastOffset(), leo)
 			}
-			if err := p.truncateLog(l, b.BaseOffset()); err != nil {
+			if err := p.truncateLog(b.BaseOffset()); err != nil {
 				return err
 			}
 			advanceTo = leo
 		case b.BaseOffset() < leo:
 			return fmt.Errorf("%w: batch base offset %d below the expected %d", errCorruptBatch, b.BaseOffset(), leo)
 		}
-		// spec section 6: a batch epoch within 3 of a raised local epoch schedules a raise
-		if e := b.LeaderEpoch(); e < latest && latest-e <= epochRaiseWithin {
+		// spec section 6: a batch epoch above the local leader epoch is not appended
+		// before the partition went through EPOCH_FENCING, which raises the leader epoch
+		// through the controller (the fetched bytes are kept meanwhile); one within 3 of
+		// it schedules a raise while appending goes on
+		e := b.LeaderEpoch()
+		if e > latest {
+			if err := p.fenceEpoch(e + epochRaiseMargin); err != nil {
+				return fmt.Errorf("EPOCH_FENCING for a source batch of leader epoch %d: %w", e, err)
+			}
+			latest = p.part.LeaderEpoch()
+		} else if latest-e <= epochRaiseWithin {
 			p.raiseTo = max(p.raiseTo, e+epochRaiseMargin)
-		} else if e > latest {
-			latest = e
 		}
 		leo = b.NextOffset()
 		lastEpoch = b.LeaderEpoch()
@@ -365,7 +392,7 @@ func (p *partition) appendBatches(l *storage.Log, data []byte) error {
 	}
 	if end > start {
 		// every batch was CRC-checked above (before any straddle truncation): once only
-		if _, err := l.AppendAsFollowerVerified(data[start:end]); err != nil {
+		if _, err := p.part.AppendMirrored(data[start:end]); err != nil {
 			return fmt.Errorf("append mirrored batches: %w", err)
 		}
 		p.lfe, p.lfeAt, p.lfeOK = lastEpoch, l.LogEndOffset(), true
@@ -378,7 +405,7 @@ func (p *partition) appendBatches(l *storage.Log, data []byte) error {
 		}
 	}
 	if advanceTo > 0 {
-		if err := l.AdvanceLogStartOffset(advanceTo); err != nil {
+		if err := p.part.AdvanceLogStartOffset(advanceTo); err != nil {
 			return err
 		}
 	}
@@ -406,6 +433,21 @@ func (p *partition) outOfRange(l *storage.Log, fr fetchResult) bool {
 	return false
 }
 
+// catchUpEpoch has the controller bump the partition's registered leader epoch to the
+// log's when a truncation fence raised it locally (TruncateToFenced), so that every
+// broker's metadata gives clients the epoch the leader fences with. mu held.
+func (p *partition) catchUpEpoch() {
+	part := p.part
+	if part == nil {
+		return
+	}
+	if reg := part.Registration(); reg != nil && reg.LeaderEpoch < part.LeaderEpoch() {
+		if err := p.bumpEpoch(part.LeaderEpoch()); err != nil {
+			p.m.log.Warn("mirror partition: the controller did not take the leader epoch of a truncation", "partition", p.String(), "err", err)
+		}
+	}
+}
+
 // maybeRaiseEpoch runs EPOCH_FENCING when a raise is scheduled (spec section 6). mu
 // held.
 func (p *partition) maybeRaiseEpoch() {
@@ -414,16 +456,24 @@ func (p *partition) maybeRaiseEpoch() {
 	}
 	to := p.raiseTo
 	p.raiseTo = 0
-	l, err := p.getLog()
-	if err != nil || to <= l.LeaderEpoch() {
+	part, err := p.getPart()
+	if err != nil || to <= part.LeaderEpoch() {
 		return
 	}
-	p.setState(mirrorproto.StateEpochFencing, "")
-	if err := l.RaiseLeaderEpoch(to); err != nil {
+	if err := p.fenceEpoch(to); err != nil {
 		p.fail("raise the leader epoch: "+err.Error(), false)
-		return
+	}
+}
+
+// fenceEpoch runs EPOCH_FENCING from MIRRORING: the controller raises the leader epoch to
+// at least to, then the partition is MIRRORING again. mu held.
+func (p *partition) fenceEpoch(to int32) error {
+	p.setState(mirrorproto.StateEpochFencing, "")
+	if err := p.bumpEpoch(to); err != nil {
+		return err
 	}
 	p.setState(mirrorproto.StateMirroring, "")
+	return nil
 }
 
 // failover runs the failover sequence of spec section 5 for this partition: remove the
@@ -441,6 +491,7 @@ func (p *partition) failover(sourceClusterID string) error {
 	if err != nil {
 		return err
 	}
+	part := p.part
 	if p.st.StateEpoch == 0 && l.LogEndOffset() == 0 {
 		// never mirrored (a partition added to a STOPPED topic, or one stopped before its
 		// first LOG_ALIGNMENT): no producer state or transaction to reset, so no marker —
@@ -449,7 +500,7 @@ func (p *partition) failover(sourceClusterID string) error {
 		// should it ever be re-attached (spec section 6).
 		// (raised before any state change: a retry after a failed raise or a crash takes
 		// this branch again)
-		if err := l.RaiseLeaderEpoch(epochRaiseMargin); err != nil {
+		if err := p.bumpEpoch(epochRaiseMargin); err != nil {
 			return fmt.Errorf("raise the leader epoch: %w", err)
 		}
 		p.setState(mirrorproto.StateStopping, "")
@@ -476,20 +527,21 @@ func (p *partition) failover(sourceClusterID string) error {
 	// step 3: an epoch no source batch ever carried, and above every epoch this log had:
 	// a second failover after a re-attach must not stamp its writes with the first
 	// one's epoch, which consumers of the first one's (truncated) writes still hold
-	newEpoch := max(max(0, p.st.LastMirrorEpoch)+epochRaiseMargin, l.LeaderEpoch()+1)
-	if err := l.RaiseLeaderEpoch(newEpoch); err != nil {
+	newEpoch := max(max(0, p.st.LastMirrorEpoch)+epochRaiseMargin, part.LeaderEpoch()+1)
+	if err := p.bumpEpoch(newEpoch); err != nil {
 		return fmt.Errorf("raise the leader epoch: %w", err)
 	}
+	newEpoch = part.LeaderEpoch()
 	now := time.Now().UnixMilli()
 	// step 4: abort what is still open in the mirrored data
 	for _, txn := range l.OpenTransactions() {
 		marker := record.BuildEndTxnMarker(record.ControlAbort, txn.ProducerID, txn.ProducerEpoch, newEpoch, 0, now)
-		if _, err := l.AppendControlAsLeader(marker, newEpoch); err != nil {
+		if _, err := part.AppendControlAsLeader(marker); err != nil {
 			return fmt.Errorf("abort open transaction of producer %d: %w", txn.ProducerID, err)
 		}
 	}
 	// step 5: forget mirrored producer state
-	if _, err := l.AppendControlAsLeader(record.BuildMirrorPIDReset(sourceClusterID, newEpoch, now), newEpoch); err != nil {
+	if _, err := part.AppendControlAsLeader(record.BuildMirrorPIDReset(sourceClusterID, newEpoch, now)); err != nil {
 		return fmt.Errorf("append MIRROR_PID_RESET: %w", err)
 	}
 	p.st.Aligned = false

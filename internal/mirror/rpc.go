@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -500,6 +502,11 @@ func (m *Manager) StopMirrorTopics(ctx context.Context, req *mirrorproto.StopMir
 				errs = append(errs, fmt.Sprintf("partition %d: %v", p.index, err))
 			}
 		}
+		if len(errs) == 0 {
+			wctx, cancel := context.WithTimeout(ctx, stopWait)
+			errs = m.awaitStopped(wctx, im.Topics[n])
+			cancel()
+		}
 		if len(errs) > 0 {
 			resp.Topics = append(resp.Topics, topicErr(n, kerr.UnknownServerError.Code, "failover of %s: %s", n, strings.Join(errs, "; ")))
 			continue
@@ -513,13 +520,41 @@ func (m *Manager) StopMirrorTopics(ctx context.Context, req *mirrorproto.StopMir
 	return resp
 }
 
-// topicStates returns the states of topic's partitions.
-func (m *Manager) topicStates(topic string) []mirrorproto.State {
-	var out []mirrorproto.State
-	for _, p := range m.topicPartitions(topic) {
-		out = append(out, p.state())
+// stopWait bounds how long StopMirrorTopics waits for the partitions other brokers lead
+// to finish their failover (below the clients' request timeout).
+const stopWait = 25 * time.Second
+
+// awaitStopped waits until every partition of t is STOPPED, wherever it is led: the
+// failover of the partitions other brokers lead runs there, once they see the desired
+// state. It returns the partitions still not STOPPED when ctx ends (their leaders finish
+// the failover when they can: the desired state stays STOPPED).
+func (m *Manager) awaitStopped(ctx context.Context, t *metadata.Topic) []string {
+	for {
+		var pending []string
+		for i, st := range m.clusterStates(ctx, t) {
+			if st != mirrorproto.StateStopped {
+				pending = append(pending, fmt.Sprintf("partition %d: %s (failover not finished on its leader)", i, st))
+			}
+		}
+		if len(pending) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return pending
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
-	return out
+}
+
+// topicStates returns the states of topic's partitions, wherever they are led
+// (clusterStates).
+func (m *Manager) topicStates(topic string) []mirrorproto.State {
+	t := m.local.Metadata().Image().Topics[topic]
+	if t == nil {
+		return nil
+	}
+	return m.clusterStates(m.ctx, t)
 }
 
 func anyState(states []mirrorproto.State, s mirrorproto.State) bool {
@@ -669,18 +704,11 @@ func (m *Manager) DeleteClusterMirror(ctx context.Context, req *mirrorproto.Dele
 	}
 	// tombstones for every state of this mirror
 	keys := map[stateKey]bool{}
-	m.mu.Lock()
-	for k := range m.loaded {
-		if k.Mirror == mir.Name {
-			keys[k] = true
+	for _, t := range im.MirrorTopics(mir.Name) {
+		for i := int32(0); i < t.Partitions; i++ {
+			keys[stateKey{Mirror: mir.Name, TopicID: t.ID, Partition: i}] = true
 		}
 	}
-	for _, p := range m.parts {
-		if p.mirror == mir.Name {
-			keys[p.key()] = true
-		}
-	}
-	m.mu.Unlock()
 	recs := []metadata.Record{}
 	for _, t := range im.MirrorTopics(mir.Name) {
 		recs = append(recs, metadata.MirrorTopicRecord{Topic: t.Name, Mirror: nil})
@@ -695,11 +723,6 @@ func (m *Manager) DeleteClusterMirror(ctx context.Context, req *mirrorproto.Dele
 			m.log.Error("mirror state tombstone", "mirror", mir.Name, "err", err)
 		}
 	}
-	m.mu.Lock()
-	for k := range keys {
-		delete(m.loaded, k)
-	}
-	m.mu.Unlock()
 	m.log.Info("cluster mirror deleted", "mirror", mir.Name)
 	return resp
 }
@@ -746,7 +769,37 @@ func (m *Manager) RecoverMirrorTopics(ctx context.Context, req *mirrorproto.Reco
 	if r := m.runner(mir.Name); r != nil {
 		r.kick()
 	}
+	if !req.LeadersOnly {
+		m.recoverOthers(ctx, im, req, resp)
+	}
 	return resp
+}
+
+// recoverOthers forwards a recovery to every other alive broker, for the partitions they
+// lead, and adds the partitions they recovered to resp.
+func (m *Manager) recoverOthers(ctx context.Context, im *metadata.Image, req *mirrorproto.RecoverMirrorTopicsRequest, resp *mirrorproto.RecoverMirrorTopicsResponse) {
+	for _, id := range im.BrokerIDs() {
+		if b := im.Brokers[id]; id == m.local.NodeID() || b.Fenced {
+			continue
+		}
+		fwd := *req
+		fwd.LeadersOnly = true
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		r, err := m.local.BrokerRequest(rctx, id, &fwd)
+		cancel()
+		if err != nil {
+			m.log.Warn("recover: a broker did not answer; its FAILED partitions stay as they are", "broker", id, "err", err)
+			continue
+		}
+		for _, rt := range r.(*mirrorproto.RecoverMirrorTopicsResponse).Topics {
+			for i := range resp.Topics {
+				if resp.Topics[i].Name == rt.Name && resp.Topics[i].ErrorCode == 0 {
+					resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, rt.Partitions...)
+					slices.Sort(resp.Topics[i].Partitions)
+				}
+			}
+		}
+	}
 }
 
 // ListClusterMirrors lists the mirrors (spec section 10, key 1098).
@@ -778,10 +831,12 @@ func (m *Manager) ListClusterMirrors(_ context.Context, req *mirrorproto.ListClu
 // DescribeClusterMirrors describes mirrors and their partitions (spec sections 10 and 13,
 // key 1099): per partition the source HW of the latest fetch, the LEO, the lag, the
 // state, the retry attempt, the error, the last mirror position and the truncation and
-// skip reports. With ClusterID and LastMirrorEpochLookups it also answers the failback
-// lookup of LOG_ALIGNMENT: the last mirror position recorded for those topic IDs by this
-// cluster's mirrors whose source is that cluster.
-func (m *Manager) DescribeClusterMirrors(_ context.Context, req *mirrorproto.DescribeClusterMirrorsRequest) *mirrorproto.DescribeClusterMirrorsResponse {
+// skip reports. Each broker knows the partitions it leads: the broker asked collects the
+// others from every other broker (LeadersOnly), and a partition no broker leads now is
+// described from its persisted state. With ClusterID and LastMirrorEpochLookups it also
+// answers the failback lookup of LOG_ALIGNMENT: the last mirror position recorded for
+// those topic IDs by this cluster's mirrors whose source is that cluster.
+func (m *Manager) DescribeClusterMirrors(ctx context.Context, req *mirrorproto.DescribeClusterMirrorsRequest) *mirrorproto.DescribeClusterMirrorsResponse {
 	resp := mirrorproto.NewDescribeClusterMirrorsResponse()
 	resp.Versioned = req.Versioned
 	resp.MaxRetryAttempts = m.config().RetryMaxAttempts
@@ -792,6 +847,10 @@ func (m *Manager) DescribeClusterMirrors(_ context.Context, req *mirrorproto.Des
 			names = append(names, n)
 		}
 		sort.Strings(names)
+	}
+	var remote []*mirrorproto.DescribeClusterMirrorsResponse
+	if !req.LeadersOnly {
+		remote = m.describeOthers(ctx, im, names)
 	}
 	for _, n := range names {
 		mir, ok := im.Mirrors[n]
@@ -813,27 +872,135 @@ func (m *Manager) DescribeClusterMirrors(_ context.Context, req *mirrorproto.Des
 			for i := int32(0); i < t.Partitions; i++ {
 				if p := m.partitionOf(t.Name, i); p != nil && p.topicID == t.ID {
 					dt.Partitions = append(dt.Partitions, p.describe())
+				} else if req.LeadersOnly {
+					continue
+				} else if d, ok := remotePartition(remote, n, t, i); ok {
+					dt.Partitions = append(dt.Partitions, d)
 				} else {
-					dt.Partitions = append(dt.Partitions, mirrorproto.DescribeClusterMirrorsResponsePartition{
-						PartitionIndex: i, SourceOffset: -1, DestinationOffset: -1, Lag: -1,
-						State: mirrorproto.StateUnknown, LastMirrorEpoch: -1, LastMirrorOffset: -1, TruncatedOffset: -1,
-					})
+					dt.Partitions = append(dt.Partitions, m.describePersisted(ctx, n, t, i))
 				}
 			}
 			dm.Topics = append(dm.Topics, dt)
+		}
+		for _, r := range remote {
+			for _, rm := range r.Mirrors {
+				if rm.MirrorName == n {
+					dm.SyncTasks = mergeSyncTasks(dm.SyncTasks, rm.SyncTasks)
+				}
+			}
 		}
 		resp.Mirrors = append(resp.Mirrors, dm)
 	}
 	if req.ClusterID != nil {
 		for _, lk := range req.LastMirrorEpochLookups {
-			resp.LookupResults = append(resp.LookupResults, m.lookupLastMirror(im, *req.ClusterID, lk))
+			resp.LookupResults = append(resp.LookupResults, m.lookupLastMirror(ctx, im, *req.ClusterID, lk))
 		}
 	}
 	return resp
 }
 
+// describeOthers asks every other alive broker for the mirror partitions it leads; a
+// broker that does not answer is left out (its partitions are described from their
+// persisted states).
+func (m *Manager) describeOthers(ctx context.Context, im *metadata.Image, names []string) []*mirrorproto.DescribeClusterMirrorsResponse {
+	var ids []int32
+	for _, id := range im.BrokerIDs() {
+		if b := im.Brokers[id]; id != m.local.NodeID() && !b.Fenced {
+			ids = append(ids, id)
+		}
+	}
+	out := make([]*mirrorproto.DescribeClusterMirrorsResponse, len(ids))
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			resp, err := m.local.BrokerRequest(rctx, id, &mirrorproto.DescribeClusterMirrorsRequest{MirrorNames: names, LeadersOnly: true})
+			if err != nil {
+				m.log.Debug("describe mirrors: a broker did not answer", "broker", id, "err", err)
+				return
+			}
+			out[i], _ = resp.(*mirrorproto.DescribeClusterMirrorsResponse)
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// remotePartition finds partition i of mirror topic t in the other brokers' answers.
+func remotePartition(remote []*mirrorproto.DescribeClusterMirrorsResponse, mirror string, t *metadata.Topic, i int32) (mirrorproto.DescribeClusterMirrorsResponsePartition, bool) {
+	for _, r := range remote {
+		if r == nil {
+			continue
+		}
+		for _, rm := range r.Mirrors {
+			if rm.MirrorName != mirror {
+				continue
+			}
+			for _, rt := range rm.Topics {
+				if rt.TopicName != t.Name || (rt.TopicID != (metadata.TopicID{}) && rt.TopicID != t.ID) {
+					continue
+				}
+				for _, rp := range rt.Partitions {
+					if rp.PartitionIndex == i {
+						return rp, true
+					}
+				}
+			}
+		}
+	}
+	return mirrorproto.DescribeClusterMirrorsResponsePartition{}, false
+}
+
+// describePersisted describes a partition no alive broker leads from its persisted
+// state (offsets and lag unknown).
+func (m *Manager) describePersisted(ctx context.Context, mirror string, t *metadata.Topic, i int32) mirrorproto.DescribeClusterMirrorsResponsePartition {
+	d := mirrorproto.DescribeClusterMirrorsResponsePartition{
+		PartitionIndex: i, SourceOffset: -1, DestinationOffset: -1, Lag: -1,
+		State: mirrorproto.StateUnknown, LastMirrorEpoch: -1, LastMirrorOffset: -1, TruncatedOffset: -1,
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	st, err := m.store.read(rctx, stateKey{Mirror: mirror, TopicID: t.ID, Partition: i})
+	if err != nil || st == nil {
+		return d
+	}
+	d.State, d.RetryAttempt = st.State, st.RetryAttempt
+	d.LastMirrorEpoch, d.LastMirrorOffset = st.LastMirrorEpoch, st.LastMirrorOffset
+	d.TruncatedOffset, d.TruncatedRecords, d.SkippedOffsets = st.TruncatedOffset, st.TruncatedRecords, st.SkippedOffsets
+	if st.LastError != "" {
+		msg := st.LastError
+		d.ErrorMessage = &msg
+	}
+	return d
+}
+
+// mergeSyncTasks merges the sync task statuses of two brokers (the tasks run on the
+// mirror's coordinator; a task that moved keeps its newest figures).
+func mergeSyncTasks(a, b []mirrorproto.DescribeClusterMirrorsSyncTask) []mirrorproto.DescribeClusterMirrorsSyncTask {
+	byName := map[string]int{}
+	for i, t := range a {
+		byName[t.Task] = i
+	}
+	for _, t := range b {
+		i, ok := byName[t.Task]
+		if !ok {
+			byName[t.Task] = len(a)
+			a = append(a, t)
+			continue
+		}
+		if max(t.LastSuccessMs, t.LastErrorMs) > max(a[i].LastSuccessMs, a[i].LastErrorMs) {
+			a[i] = t
+		}
+	}
+	sort.Slice(a, func(i, j int) bool { return a[i].Task < a[j].Task })
+	return a
+}
+
 // lookupLastMirror answers one failback lookup (serving side of LOG_ALIGNMENT).
-func (m *Manager) lookupLastMirror(im *metadata.Image, clusterID string, lk mirrorproto.DescribeClusterMirrorsLookup) mirrorproto.DescribeClusterMirrorsLookupResult {
+func (m *Manager) lookupLastMirror(ctx context.Context, im *metadata.Image, clusterID string, lk mirrorproto.DescribeClusterMirrorsLookup) mirrorproto.DescribeClusterMirrorsLookupResult {
 	res := mirrorproto.DescribeClusterMirrorsLookupResult{TopicID: lk.TopicID}
 	t := im.TopicsByID[lk.TopicID]
 	var mir *metadata.Mirror
@@ -847,6 +1014,8 @@ func (m *Manager) lookupLastMirror(im *metadata.Image, clusterID string, lk mirr
 				p.mu.Lock()
 				lp.LastMirrorEpoch, lp.LastMirrorOffset = p.st.LastMirrorEpoch, p.st.LastMirrorOffset
 				p.mu.Unlock()
+			} else if st, err := m.store.read(ctx, stateKey{Mirror: mir.Name, TopicID: t.ID, Partition: idx}); err == nil && st != nil {
+				lp.LastMirrorEpoch, lp.LastMirrorOffset = st.LastMirrorEpoch, st.LastMirrorOffset
 			}
 		}
 		res.Partitions = append(res.Partitions, lp)

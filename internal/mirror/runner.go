@@ -356,6 +356,7 @@ func (r *mirrorRT) drive(p *partition, im *metadata.Image, mir *metadata.Mirror)
 	if cur := r.m.local.Metadata().Image().Topics[p.topic]; cur != nil && cur.Mirror != nil && cur.ID == p.topicID {
 		desired = cur.Mirror.Desired
 	}
+	p.catchUpEpoch()
 	if desired == metadata.DesiredStopped {
 		stopped := p.st.State == mirrorproto.StateStopped
 		p.mu.Unlock()
@@ -548,7 +549,7 @@ func (r *mirrorRT) align(p *partition) {
 		}
 	}
 	if startAt > 0 {
-		if err := p.truncateLog(l, startAt); err != nil {
+		if err := p.truncateLog(startAt); err != nil {
 			p.fail("LOG_ALIGNMENT start offset: "+err.Error(), false)
 			return
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -350,9 +351,15 @@ func TestFetchErrorIsolation(t *testing.T) {
 	// partition 1: the source answers CORRUPT_MESSAGE until the partition failed (a fault
 	// answered only once can land in a prefetch that is then dropped, never applied)
 	h := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: "iso", Partitions: []int32{1}, Err: kerr.CorruptMessage, Count: -1})
-	// partition 2: a batch with a bad CRC, once
+	// partition 2: a batch with a bad CRC, until the partition failed (a response that
+	// lands in a dropped prefetch is never applied)
 	corrupted := make(chan struct{})
+	var once sync.Once
 	c.ControlKey(int16(kmsg.Fetch), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		if e.stateEpoch("iso", 2) > epochs[2] {
+			return nil, nil, false
+		}
+		c.KeepControl()
 		req := kreq.(*kmsg.FetchRequest)
 		resp := req.ResponseKind().(*kmsg.FetchResponse)
 		hit := false
@@ -376,10 +383,9 @@ func TestFetchErrorIsolation(t *testing.T) {
 			resp.Topics = append(resp.Topics, ot)
 		}
 		if !hit {
-			c.KeepControl()
 			return nil, nil, false
 		}
-		close(corrupted)
+		once.Do(func() { close(corrupted) })
 		return resp, nil, true
 	})
 	produce(t, addrs, "iso", 90)

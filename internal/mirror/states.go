@@ -87,6 +87,11 @@ type stateKey struct {
 
 const stateKeyVersion int16 = 0
 
+// String names the key for logs and errors: mirror/topic ID/partition.
+func (k stateKey) String() string {
+	return fmt.Sprintf("%s/%s/%d", k.Mirror, metadata.TopicIDString(k.TopicID), k.Partition)
+}
+
 // encode returns the key bytes: version int16, mirror name (int16 length + bytes), topic
 // ID (16 bytes), partition int32.
 func (k stateKey) encode() []byte {

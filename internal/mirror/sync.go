@@ -144,13 +144,23 @@ func (r *mirrorRT) syncLoop() {
 	}
 }
 
-// syncOnce runs every sync task once.
+// isCoordinator reports whether this broker is the mirror's coordinator: the leader of
+// the __mirror_state partition of its name (cluster.md §3), which runs the cluster-wide
+// sync tasks (topic discovery, topic configs, group offsets) once for the whole cluster.
+func (r *mirrorRT) isCoordinator() bool {
+	p := r.m.store.partitionFor([]byte(r.name))
+	return p >= 0 && r.m.store.coordinatorOf(p) == r.m.local.NodeID()
+}
+
+// syncOnce runs the sync tasks once: on the mirror's coordinator all of them, elsewhere
+// the source-offsets task only (for the partitions this broker leads).
 func (r *mirrorRT) syncOnce() {
 	mir, ok := r.m.local.Metadata().Image().Mirrors[r.name]
 	cfg, src := r.cfgSnapshot(), r.sourceSnapshot()
 	if !ok || cfg == nil || src == nil {
 		return // not connected yet: the runner reports why
 	}
+	coordinator := r.isCoordinator()
 	run := func(task string, fn func(ctx context.Context) error) {
 		if r.ctx.Err() != nil {
 			return
@@ -178,20 +188,25 @@ func (r *mirrorRT) syncOnce() {
 		err = fmt.Errorf("nothing synced: the source cluster ID changed from %s to %s", mir.SourceClusterID, cid)
 	}
 	if err != nil {
-		run(TaskTopicDiscovery, func(ctx context.Context) error {
-			if errs := r.stopExcluded(ctx, r.m.local.Metadata().Image(), cfg); len(errs) > 0 {
-				return fmt.Errorf("%w; %s", err, strings.Join(errs, "; "))
+		if coordinator {
+			run(TaskTopicDiscovery, func(ctx context.Context) error {
+				if errs := r.stopExcluded(ctx, r.m.local.Metadata().Image(), cfg); len(errs) > 0 {
+					return fmt.Errorf("%w; %s", err, strings.Join(errs, "; "))
+				}
+				return err
+			})
+			for _, task := range []string{TaskTopicConfigs, TaskGroupOffsets} {
+				run(task, func(context.Context) error { return err })
 			}
-			return err
-		})
-		for _, task := range []string{TaskTopicConfigs, TaskGroupOffsets, TaskSourceOffsets} {
-			run(task, func(context.Context) error { return err })
 		}
+		run(TaskSourceOffsets, func(context.Context) error { return err })
 		return
 	}
-	run(TaskTopicDiscovery, func(ctx context.Context) error { return r.syncTopics(ctx, mir, src, cfg) })
-	run(TaskTopicConfigs, func(ctx context.Context) error { return r.syncTopicConfigs(ctx, src, cfg) })
-	run(TaskGroupOffsets, func(ctx context.Context) error { return r.syncGroupOffsets(ctx, src, cfg) })
+	if coordinator {
+		run(TaskTopicDiscovery, func(ctx context.Context) error { return r.syncTopics(ctx, mir, src, cfg) })
+		run(TaskTopicConfigs, func(ctx context.Context) error { return r.syncTopicConfigs(ctx, src, cfg) })
+		run(TaskGroupOffsets, func(ctx context.Context) error { return r.syncGroupOffsets(ctx, src, cfg) })
+	}
 	run(TaskSourceOffsets, func(ctx context.Context) error { return r.syncSourceOffsets(ctx, src) })
 }
 

@@ -9,8 +9,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/kmirror/kmirror/internal/group"
+	"github.com/kmirror/kmirror/internal/metadata"
 	"github.com/kmirror/kmirror/internal/mirrorproto"
-	"github.com/kmirror/kmirror/internal/storage"
+	replica "github.com/kmirror/kmirror/internal/partition"
 )
 
 // syncGroupOffsets is the consumer group offset task (spec section 9). It lists the
@@ -33,12 +34,7 @@ func (r *mirrorRT) syncGroupOffsets(ctx context.Context, src *source, cfg *mirro
 	if coord == nil {
 		return nil
 	}
-	mirroring := map[tp]bool{}
-	for _, p := range r.m.partitionsOf(r.name) {
-		if p.state() == mirrorproto.StateMirroring {
-			mirroring[tp{p.topic, p.index}] = true
-		}
-	}
+	mirroring := r.mirroringPartitions()
 	if len(mirroring) == 0 {
 		return nil
 	}
@@ -76,7 +72,7 @@ func (r *mirrorRT) syncGroupOffsets(ctx context.Context, src *source, cfg *mirro
 			errs = append(errs, fmt.Sprintf("OffsetFetch %s: %v", id, fr.Err))
 			continue
 		}
-		if err := r.syncGroup(coord, id, fr.Fetched, mirroring); err != nil {
+		if err := r.syncGroup(ctx, coord, id, fr.Fetched, mirroring); err != nil {
 			errs = append(errs, err.Error())
 		}
 	}
@@ -92,9 +88,31 @@ func activeOnDestination(state string, exists bool) bool {
 	return exists && state != "Empty" && state != "Dead"
 }
 
-// syncGroup writes one group's source offsets to the local coordinator.
-func (r *mirrorRT) syncGroup(coord *group.Coordinator, id string, fetched kadm.OffsetResponses, mirroring map[tp]bool) error {
-	state, exists := coord.GroupState(id)
+// mirroringPartitions are the partitions of this mirror that are MIRRORING: those this
+// broker leads by their state, the others by their persisted state at their coordinator
+// (the group offset task runs on the mirror's coordinator, whichever broker leads them).
+func (r *mirrorRT) mirroringPartitions() map[tp]bool {
+	out := map[tp]bool{}
+	im := r.m.local.Metadata().Image()
+	for _, t := range im.MirrorTopics(r.name) {
+		if t.Mirror.Desired != metadata.DesiredMirroring {
+			continue
+		}
+		for i, st := range r.m.clusterStates(r.ctx, t) {
+			if st == mirrorproto.StateMirroring {
+				out[tp{t.Name, int32(i)}] = true
+			}
+		}
+	}
+	return out
+}
+
+// syncGroup writes one group's source offsets to its coordinator on this cluster.
+func (r *mirrorRT) syncGroup(ctx context.Context, coord group.Access, id string, fetched kadm.OffsetResponses, mirroring map[tp]bool) error {
+	state, exists, err := coord.GroupState(ctx, id)
+	if err != nil {
+		return fmt.Errorf("describe group %s on this cluster: %w", id, err)
+	}
 	if activeOnDestination(state, exists) {
 		if r.warnedActive[id] != state {
 			r.warnedActive[id] = state
@@ -103,7 +121,10 @@ func (r *mirrorRT) syncGroup(coord *group.Coordinator, id string, fetched kadm.O
 		return nil
 	}
 	delete(r.warnedActive, id)
-	cur := coord.CommittedOffsets(id)
+	cur, err := coord.CommittedOffsets(ctx, id)
+	if err != nil {
+		return fmt.Errorf("fetch the offsets of group %s on this cluster: %w", id, err)
+	}
 	out := map[string]map[int32]group.Offset{}
 	n := 0
 	for topic, parts := range fetched {
@@ -111,11 +132,11 @@ func (r *mirrorRT) syncGroup(coord *group.Coordinator, id string, fetched kadm.O
 			if o.Err != nil || o.At < 0 || !mirroring[tp{topic, part}] {
 				continue
 			}
-			l, err := r.m.local.Log(topic, part)
+			bounds, err := r.m.local.Bounds(ctx, topic, part)
 			if err != nil {
 				continue
 			}
-			want := clampOffset(l, o.At, o.LeaderEpoch)
+			want := clampOffset(bounds, o.At, o.LeaderEpoch)
 			want.Metadata = o.Metadata
 			if have, ok := cur[topic][part]; ok && have.Offset == want.Offset && have.LeaderEpoch == want.LeaderEpoch && have.Metadata == want.Metadata {
 				continue
@@ -130,8 +151,8 @@ func (r *mirrorRT) syncGroup(coord *group.Coordinator, id string, fetched kadm.O
 	if n == 0 {
 		return nil
 	}
-	if err := coord.SyncOffsets(id, out); err != nil {
-		if st, ex := coord.GroupState(id); activeOnDestination(st, ex) {
+	if err := coord.SyncOffsets(ctx, id, out); err != nil {
+		if st, ex, _ := coord.GroupState(ctx, id); activeOnDestination(st, ex) {
 			return nil // became active meanwhile: its own offsets win
 		}
 		return fmt.Errorf("write offsets of group %s: %w", id, err)
@@ -143,15 +164,12 @@ func (r *mirrorRT) syncGroup(coord *group.Coordinator, id string, fetched kadm.O
 // clampOffset clamps a source committed offset to [log start, LEO] of the destination
 // log; a clamped offset takes the leader epoch of the epoch-cache entry covering it (the
 // latest entry starting at or before it), an unclamped one keeps epoch.
-func clampOffset(l *storage.Log, offset int64, epoch int32) group.Offset {
-	start, leo := l.LogStartOffset(), l.LogEndOffset()
+func clampOffset(b replica.Bounds, offset int64, epoch int32) group.Offset {
 	switch {
-	case offset < start:
-		offset = start
-	case offset > leo:
-		offset = leo
-	default:
-		return group.Offset{Offset: offset, LeaderEpoch: epoch}
+	case offset < b.LogStart:
+		return group.Offset{Offset: b.LogStart, LeaderEpoch: b.LogStartEpoch}
+	case offset > b.LogEnd:
+		return group.Offset{Offset: b.LogEnd, LeaderEpoch: b.LogEndEpoch}
 	}
-	return group.Offset{Offset: offset, LeaderEpoch: l.EpochForOffset(offset)}
+	return group.Offset{Offset: offset, LeaderEpoch: epoch}
 }

@@ -69,7 +69,8 @@ func produceN(t *testing.T, cl *kgo.Client, topic string, part int32, from, n in
 }
 
 func committed(kb *kbroker, groupID, topic string, part int32) (group.Offset, bool) {
-	o, ok := kb.b.Groups().CommittedOffsets(groupID)[topic][part]
+	offs, _ := kb.b.Groups().CommittedOffsets(context.Background(), groupID)
+	o, ok := offs[topic][part]
 	return o, ok
 }
 
@@ -288,7 +289,7 @@ func TestSyncActiveGroupKeepsOffsets(t *testing.T) {
 			kgo.FetchMaxWait(100*time.Millisecond))
 		eventually(t, func() string { return groupID + " never became Stable" }, func() bool {
 			cl.PollRecords(ctx0(t), 1)
-			st, _ := dst.b.Groups().GroupState(groupID)
+			st, _, _ := dst.b.Groups().GroupState(context.Background(), groupID)
 			return st == "Stable"
 		})
 		var cerr error

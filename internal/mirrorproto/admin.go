@@ -617,6 +617,10 @@ type RecoverMirrorTopicsRequest struct {
 	Versioned
 	MirrorName string
 	Topics     []TopicName
+	// LeadersOnly (tag 0, kmirror's inter-broker form) recovers only the partitions the
+	// receiving broker leads: the broker a client asked forwards the request so to every
+	// other broker.
+	LeadersOnly bool
 }
 
 // Key returns the served key, 1106.
@@ -632,7 +636,11 @@ func (v *RecoverMirrorTopicsRequest) AppendTo(dst []byte) []byte {
 	w := &writer{dst}
 	w.str(v.MirrorName)
 	writeTopicNames(w, v.Topics)
-	w.noTags()
+	var leaders []byte
+	if v.LeadersOnly {
+		leaders = field(func(w *writer) { w.bool(true) })
+	}
+	w.tags(leaders)
 	return w.b
 }
 
@@ -642,7 +650,11 @@ func (v *RecoverMirrorTopicsRequest) ReadFrom(src []byte) error {
 	r := newReader(src)
 	v.MirrorName = r.str()
 	v.Topics = readTopicNames(r)
-	r.skipTags()
+	r.tags(func(tag uint32, f *reader) {
+		if tag == 0 {
+			v.LeadersOnly = f.bool()
+		}
+	})
 	return r.Complete()
 }
 

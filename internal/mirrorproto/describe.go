@@ -118,6 +118,10 @@ type DescribeClusterMirrorsRequest struct {
 	IncludeAuthorizedOperations bool
 	ClusterID                   *string                        // tag 0
 	LastMirrorEpochLookups      []DescribeClusterMirrorsLookup // tag 1
+	// LeadersOnly (tag 2, kmirror's inter-broker form) asks a broker of this cluster for
+	// the partitions it leads only (the others are left out of the answer): the broker a
+	// client asked merges the answers of every broker.
+	LeadersOnly bool
 }
 
 // DescribeClusterMirrorsLookup asks for the last mirror position of
@@ -155,7 +159,11 @@ func (v *DescribeClusterMirrorsRequest) AppendTo(dst []byte) []byte {
 			})
 		})
 	}
-	w.tags(cid, lookups)
+	var leaders []byte
+	if v.LeadersOnly {
+		leaders = field(func(w *writer) { w.bool(true) })
+	}
+	w.tags(cid, lookups, leaders)
 	return w.b
 }
 
@@ -175,6 +183,8 @@ func (v *DescribeClusterMirrorsRequest) ReadFrom(src []byte) error {
 				l.Partitions = r.i32s()
 				r.skipTags()
 			}))
+		case 2:
+			v.LeadersOnly = f.bool()
 		}
 	})
 	return r.Complete()

@@ -1,6 +1,9 @@
 package mirrorproto
 
-import "github.com/twmb/franz-go/pkg/kmsg"
+import (
+	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
 
 // This file holds the inter-broker mirror RPCs (spec section 10):
 // ReadMirrorStates and WriteMirrorStates, served by the coordinator of a
@@ -25,6 +28,27 @@ type MirrorState struct {
 	ErrorMessage     *string
 	LastMirrorEpoch  int32
 	LastMirrorOffset int64
+	// Record is kmirror's whole state record (its JSON form in __mirror_state, with the
+	// truncation and skip reports the fields above do not carry); tagged field 0 of the
+	// entries that carry a state, nil when not sent. When set it is the record.
+	Record []byte
+}
+
+// recordTag encodes MirrorState.Record as tagged field 0 (nil: left out).
+func recordTag(s *MirrorState) []byte {
+	if s.Record == nil {
+		return nil
+	}
+	return field(func(w *writer) { w.b = kbin.AppendCompactBytes(w.b, s.Record) })
+}
+
+// readRecordTag reads the tagged fields after a MirrorState.
+func readRecordTag(r *reader, s *MirrorState) {
+	r.tags(func(tag uint32, f *reader) {
+		if tag == 0 {
+			s.Record = f.CompactBytes()
+		}
+	})
 }
 
 func writeMirrorState(w *writer, s *MirrorState) {
@@ -152,7 +176,7 @@ func (v *ReadMirrorStatesResponse) AppendTo(dst []byte) []byte {
 	writeArray(w, v.States, func(w *writer, s *ReadMirrorStatesResponseState) {
 		w.i16(s.ErrorCode)
 		writeMirrorState(w, &s.MirrorState)
-		w.noTags()
+		w.tags(recordTag(&s.MirrorState))
 	})
 	w.noTags()
 	return w.b
@@ -168,7 +192,7 @@ func (v *ReadMirrorStatesResponse) ReadFrom(src []byte) error {
 	v.States = readArray(r, func(r *reader, s *ReadMirrorStatesResponseState) {
 		s.ErrorCode = r.i16()
 		readMirrorState(r, &s.MirrorState)
-		r.skipTags()
+		readRecordTag(r, &s.MirrorState)
 	})
 	r.skipTags()
 	return r.Complete()
@@ -206,7 +230,7 @@ func (v *WriteMirrorStatesRequest) AppendTo(dst []byte) []byte {
 	writeArray(w, v.States, func(w *writer, s *WriteMirrorStatesRequestState) {
 		writeMirrorState(w, &s.MirrorState)
 		w.bool(s.Tombstone)
-		w.noTags()
+		w.tags(recordTag(&s.MirrorState))
 	})
 	w.noTags()
 	return w.b
@@ -219,7 +243,7 @@ func (v *WriteMirrorStatesRequest) ReadFrom(src []byte) error {
 	v.States = readArray(r, func(r *reader, s *WriteMirrorStatesRequestState) {
 		readMirrorState(r, &s.MirrorState)
 		s.Tombstone = r.bool()
-		r.skipTags()
+		readRecordTag(r, &s.MirrorState)
 	})
 	r.skipTags()
 	return r.Complete()

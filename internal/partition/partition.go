@@ -31,6 +31,19 @@ var (
 	ErrUnknownLeaderEpoch = errors.New("UNKNOWN_LEADER_EPOCH")
 )
 
+// Bounds are a partition's log start offset and LEO and the leader epochs of the batches
+// holding them (−1 when unknown), as its leader reports them.
+type Bounds struct {
+	LogStart, LogEnd           int64
+	LogStartEpoch, LogEndEpoch int32
+}
+
+// Bounds reads the partition's bounds from its log.
+func (p *Partition) Bounds() Bounds {
+	start, end := p.log.LogStartOffset(), p.log.LogEndOffset()
+	return Bounds{LogStart: start, LogEnd: end, LogStartEpoch: p.log.EpochForOffset(start), LogEndEpoch: p.log.EpochForOffset(end)}
+}
+
 // Partition is one replica of a partition hosted on this broker: its log and its role
 // from the partition's registration in the metadata (leader, replicas, ISR, leader epoch,
 // partition epoch). Reads take the log (Log); writes go through the Append*/Truncate*

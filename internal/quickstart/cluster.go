@@ -19,7 +19,7 @@ import (
 
 	"github.com/kmirror/kmirror/internal/broker"
 	"github.com/kmirror/kmirror/internal/config"
-	"github.com/kmirror/kmirror/internal/mirror"
+	"github.com/kmirror/kmirror/internal/node"
 )
 
 // ClusterProps are the broker settings of both quickstart clusters on top of the
@@ -57,7 +57,7 @@ type cluster struct {
 
 func (c *cluster) addr() string { return "localhost:" + strconv.Itoa(c.port) }
 
-// startInProcess runs a broker in this process (broker.New with mirror.ForBroker), its
+// startInProcess runs a broker in this process (node.New), its
 // log written to <dir>.log.
 func startInProcess(name string, port int, dir string) (*cluster, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -73,7 +73,7 @@ func startInProcess(name string, port int, dir string) (*cluster, error) {
 		return nil, err
 	}
 	logger := slog.New(slog.NewTextHandler(logf, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	b, err := broker.New(cfg, logger, mirror.ForBroker)
+	b, err := node.New(cfg, logger)
 	if err != nil {
 		logf.Close()
 		return nil, fmt.Errorf("%s cluster: %w", name, err)

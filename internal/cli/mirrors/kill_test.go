@@ -14,9 +14,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/kmirror/kmirror/internal/broker"
 	"github.com/kmirror/kmirror/internal/config"
-	"github.com/kmirror/kmirror/internal/mirror"
+	"github.com/kmirror/kmirror/internal/node"
 )
 
 // childBrokerDir makes the test binary run a kmirror broker on that data directory and
@@ -33,7 +32,7 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(2)
 		}
-		br, err := broker.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), mirror.ForBroker)
+		br, err := node.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(2)
