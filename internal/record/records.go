@@ -3,24 +3,16 @@ package record
 import (
 	"encoding/binary"
 	"fmt"
-
-	"github.com/twmb/franz-go/pkg/kgo"
 )
-
-var decompressor = kgo.DefaultDecompressor()
 
 // ForEach decodes the records of b (decompressing once if needed) and calls fn with
 // each record's absolute offset, key and value (nil for null). Headers are skipped.
 // It is for kmirror's own internal topics (__consumer_offsets, __mirror_state) and for
 // time lookups; the mirror path never calls it.
 func ForEach(b Batch, fn func(offset, timestamp int64, key, value []byte) error) error {
-	data := b.Records()
-	if c := b.Compression(); c != 0 {
-		var err error
-		data, err = decompressor.Decompress(data, kgo.CompressionCodecType(c))
-		if err != nil {
-			return fmt.Errorf("decompressing batch at offset %d: %w", b.BaseOffset(), err)
-		}
+	data, err := decompress(b)
+	if err != nil {
+		return err
 	}
 	base, baseTS := b.BaseOffset(), b.BaseTimestamp()
 	for i := int32(0); i < b.RecordCount(); i++ {
