@@ -112,7 +112,7 @@ type RecordIter struct {
 }
 
 // IterRecords returns an iterator over the records of b, a whole batch (as BatchIter
-// or Next return it); it decodes nothing until Next.
+// or Next return it; anything shorter is ErrRecord); it decodes nothing until Next.
 func IterRecords(b Batch) RecordIter { return RecordIter{b: b} }
 
 // Next decodes the next record and reports whether there is one. It returns false
@@ -124,6 +124,9 @@ func (it *RecordIter) Next() bool {
 	}
 	if !it.started {
 		it.started = true
+		if len(it.b) < HeaderSize || it.b.Size() < HeaderSize || it.b.Size() > len(it.b) {
+			return it.fail(fmt.Errorf("%w: not a whole batch (%d bytes)", ErrRecord, len(it.b)))
+		}
 		if it.b.RecordCount() < 0 {
 			return it.fail(fmt.Errorf("%w: %d records in batch at offset %d", ErrRecordCount, it.b.RecordCount(), it.b.BaseOffset()))
 		}

@@ -251,6 +251,8 @@ func TestIterRecordsMalformed(t *testing.T) {
 		{"gzip garbage", withSection(one, []byte("not gzip at all"), 1)},
 		{"zstd garbage", withSection(one, []byte("not zstd at all"), 4)},
 		{"unknown codec 5", withSection(one, sec, 5)},
+		{"header only", one[:HeaderSize]},
+		{"shorter than a header", one[:20]},
 	} {
 		recs, err := collect(tc.b)
 		if !errors.Is(err, ErrRecord) || len(recs) != 0 {
