@@ -5,9 +5,9 @@
 // BatchIter walks concatenated batches (header framing only, allocation-free);
 // RecordIter decodes the records of one batch, decompressing it once with the
 // package's one decompressor. The mirror path and the log's append and read paths use
-// only the header accessors and BatchIter, so mirrored batches are never decompressed;
-// RecordIter serves Produce validation, the internal topics, the log cleaner and time
-// lookups.
+// only the header accessors, Next and BatchIter, so mirrored batches are never
+// decompressed; RecordIter serves Produce validation, the internal topics, the log
+// cleaner and time lookups.
 package record
 
 import (
