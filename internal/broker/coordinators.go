@@ -234,12 +234,9 @@ func (il internalLog) Scan(from int64, fn func(b record.Batch) error) (int64, er
 		if len(data) == 0 {
 			return off, nil
 		}
-		for len(data) > 0 {
-			bt, rest, err := record.Next(data)
-			if err != nil {
-				return off, err
-			}
-			data = rest
+		it := record.IterBatches(data)
+		for it.Next() {
+			bt := it.Batch()
 			if bt.LastOffset() < off {
 				continue
 			}
@@ -247,6 +244,9 @@ func (il internalLog) Scan(from int64, fn func(b record.Batch) error) (int64, er
 				return off, err
 			}
 			off = bt.NextOffset()
+		}
+		if err := it.Err(); err != nil {
+			return off, err
 		}
 	}
 	return off, nil

@@ -1,12 +1,10 @@
 package broker
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/internal/record"
 )
@@ -33,8 +31,6 @@ func invalid(code *kerr.Error, format string, args ...any) error {
 	return &validationError{code: code, msg: fmt.Sprintf(format, args...)}
 }
 
-var decompressor = kgo.DefaultDecompressor()
-
 // validateProduce checks the records of one partition in a Produce request as Kafka's
 // LogValidator does and returns the single batch: exactly one v2 batch, CRC-32C,
 // no control batch, size within max.message.bytes, record count matching the offset
@@ -48,11 +44,12 @@ func validateProduce(records []byte, r produceRules) (record.Batch, error) {
 	if len(records) > 16 && records[16] != 2 {
 		return nil, invalid(kerr.UnsupportedForMessageFormat, "record batch magic %d: only magic 2 is accepted", records[16])
 	}
-	b, rest, err := record.Next(records)
-	if err != nil {
-		return nil, invalid(kerr.CorruptMessage, "malformed record batch: %v", err)
+	it := record.IterBatches(records)
+	if !it.Next() {
+		return nil, invalid(kerr.CorruptMessage, "malformed record batch: %v", it.Err())
 	}
-	if len(rest) != 0 {
+	b := it.Batch()
+	if len(b) != len(records) {
 		return nil, invalid(kerr.InvalidRecord, "produce requests must contain exactly one record batch per partition")
 	}
 	if int64(b.Size()) > r.maxMessageBytes {
@@ -79,46 +76,18 @@ func validateProduce(records []byte, r produceRules) (record.Batch, error) {
 // validateRecords walks the records (decompressing once if needed) without allocating
 // per record: offset deltas, per-record timestamps, and keys on compacted topics.
 func validateRecords(b record.Batch, r produceRules) error {
-	data := b.Records()
-	if c := b.Compression(); c != 0 {
-		var err error
-		data, err = decompressor.Decompress(data, kgo.CompressionCodecType(c))
-		if err != nil {
-			return invalid(kerr.CorruptMessage, "record batch does not decompress: %v", err)
-		}
-	}
 	checkTS := !r.logAppendTime && !b.LogAppendTime()
-	base := b.BaseTimestamp()
-	for i := int32(0); i < b.RecordCount(); i++ {
-		length, n := binary.Varint(data)
-		if n <= 0 || length < 0 || int64(len(data)-n) < length {
-			return invalid(kerr.CorruptMessage, "record %d is truncated", i)
+	it := record.IterRecords(b)
+	for i := int64(0); it.Next(); i++ {
+		rec := it.Record()
+		if rec.OffsetDelta != i {
+			return invalid(kerr.InvalidRecord, "record %d has offset delta %d; inner offsets must be consecutive from 0", i, rec.OffsetDelta)
 		}
-		rec := data[n : n+int(length)]
-		data = data[n+int(length):]
-		if len(rec) < 1 {
-			return invalid(kerr.CorruptMessage, "record %d is empty", i)
-		}
-		rec = rec[1:] // attributes
-		tsDelta, n := binary.Varint(rec)
-		if n <= 0 {
-			return invalid(kerr.CorruptMessage, "record %d timestamp is malformed", i)
-		}
-		rec = rec[n:]
-		offDelta, n := binary.Varint(rec)
-		if n <= 0 || offDelta != int64(i) {
-			return invalid(kerr.InvalidRecord, "record %d has offset delta %d; inner offsets must be consecutive from 0", i, offDelta)
-		}
-		rec = rec[n:]
-		keyLen, n := binary.Varint(rec)
-		if n <= 0 {
-			return invalid(kerr.CorruptMessage, "record %d key is malformed", i)
-		}
-		if r.compacted && keyLen < 0 {
+		if r.compacted && rec.Key == nil {
 			return invalid(kerr.InvalidRecord, "compacted topic cannot accept a record without a key")
 		}
 		if checkTS {
-			ts := base + tsDelta
+			ts := rec.Timestamp
 			if r.nowMs-ts > r.beforeMaxMs {
 				return invalid(kerr.InvalidTimestamp, "timestamp %d of record %d is older than message.timestamp.before.max.ms %d", ts, i, r.beforeMaxMs)
 			}
@@ -127,8 +96,12 @@ func validateRecords(b record.Batch, r produceRules) error {
 			}
 		}
 	}
-	if len(data) != 0 {
+	switch err := it.Err(); {
+	case err == nil:
+		return nil
+	case errors.Is(err, record.ErrRecordCount):
 		return invalid(kerr.InvalidRecord, "record batch holds more bytes than its %d records", b.RecordCount())
+	default:
+		return invalid(kerr.CorruptMessage, "malformed record batch: %v", err)
 	}
-	return nil
 }

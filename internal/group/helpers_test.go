@@ -64,12 +64,9 @@ func (s storageLog) Scan(from int64, fn func(record.Batch) error) (int64, error)
 		if len(buf) == 0 {
 			return off, nil
 		}
-		for len(buf) > 0 {
-			b, rest, err := record.Next(buf)
-			if err != nil {
-				return off, err
-			}
-			buf = rest
+		it := record.IterBatches(buf)
+		for it.Next() {
+			b := it.Batch()
 			if b.LastOffset() < off {
 				continue
 			}
@@ -77,6 +74,9 @@ func (s storageLog) Scan(from int64, fn func(record.Batch) error) (int64, error)
 				return off, err
 			}
 			off = b.NextOffset()
+		}
+		if err := it.Err(); err != nil {
+			return off, err
 		}
 	}
 	return off, nil

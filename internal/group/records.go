@@ -166,10 +166,12 @@ func (s *loadState) apply(b record.Batch) error {
 	}
 	txn := b.IsTransactional()
 	base := b.BaseOffset()
-	return record.ForEach(b, func(_, _ int64, key, value []byte) error {
-		s.applyRecord(base, txn, pid, key, value)
-		return nil
-	})
+	it := record.IterRecords(b)
+	for it.Next() {
+		r := it.Record()
+		s.applyRecord(base, txn, pid, r.Key, r.Value)
+	}
+	return it.Err()
 }
 
 func (s *loadState) applyRecord(base int64, txn bool, pid int64, key, value []byte) {

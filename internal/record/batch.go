@@ -2,8 +2,12 @@
 // place, without decoding records. It follows Apache Kafka's DefaultRecordBatch layout;
 // every offset below is a byte position in the batch.
 //
-// The mirror path and the log use only these header accessors, so mirrored batches are
-// never decompressed. Produce validation decodes records through kmsg where it must.
+// BatchIter walks concatenated batches (header framing only, allocation-free);
+// RecordIter decodes the records of one batch, decompressing it once with the
+// package's one decompressor. The mirror path and the log's append and read paths use
+// only the header accessors, Next and BatchIter, so mirrored batches are never
+// decompressed; RecordIter serves Produce validation, the internal topics, the log
+// cleaner and time lookups.
 package record
 
 import (
@@ -60,7 +64,7 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// Errors returned by Check and Next; callers map them to CORRUPT_MESSAGE or
+// Errors returned by Check, Next and BatchIter; callers map them to CORRUPT_MESSAGE or
 // INVALID_RECORD.
 var (
 	ErrShort    = errors.New("record batch shorter than its header")
@@ -192,7 +196,7 @@ func (b Batch) Check() error {
 // Next splits the first whole batch off buf. It returns (nil, rest, nil) with
 // ErrTruncate when buf holds only part of a batch (a partial trailing batch in a fetch
 // response is normal; callers stop there), and a framing error for a bad header.
-// It does not check the CRC; call Check for that.
+// It does not check the CRC; call Check for that. BatchIter is the loop over a buffer.
 func Next(buf []byte) (Batch, []byte, error) {
 	if len(buf) < LogOverhead {
 		return nil, buf, ErrTruncate
@@ -224,34 +228,23 @@ func IncrementSequence(seq, n int32) int32 {
 }
 
 // ControlType returns the control record type of a control batch, read from the key of
-// its first record (version int16, type int16). Control batches are never compressed.
+// its first record (version int16, type int16). It returns an error for a batch that is
+// not a control batch or whose first record does not decode (ErrTruncate when there is
+// none or its key is shorter than 4 bytes).
 func (b Batch) ControlType() (int16, error) {
 	if !b.IsControl() {
 		return 0, fmt.Errorf("not a control batch")
 	}
-	recs := b.Records()
-	// record: length varint, attributes int8, timestampDelta varlong, offsetDelta varint,
-	// keyLength varint, key...
-	_, n := binary.Varint(recs)
-	if n <= 0 {
-		return 0, ErrTruncate
-	}
-	recs = recs[n:]
-	if len(recs) < 1 {
-		return 0, ErrTruncate
-	}
-	recs = recs[1:]
-	for i := 0; i < 2; i++ { // timestampDelta, offsetDelta
-		_, n = binary.Varint(recs)
-		if n <= 0 {
-			return 0, ErrTruncate
+	it := IterRecords(b)
+	if !it.Next() {
+		if err := it.Err(); err != nil {
+			return 0, err
 		}
-		recs = recs[n:]
-	}
-	klen, n := binary.Varint(recs)
-	if n <= 0 || klen < 4 || int64(len(recs)-n) < klen {
 		return 0, ErrTruncate
 	}
-	key := recs[n:]
+	key := it.Record().Key
+	if len(key) < 4 {
+		return 0, ErrTruncate
+	}
 	return int16(binary.BigEndian.Uint16(key[2:4])), nil
 }

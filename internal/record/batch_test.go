@@ -71,15 +71,16 @@ func TestIncrementSequenceWraps(t *testing.T) {
 	}
 }
 
-func TestForEachDecodesKeysAndValues(t *testing.T) {
+func TestIterRecordsDecodesKeysAndValues(t *testing.T) {
 	b := Build(BatchHeader{BaseOffset: 10, Timestamp: 500, ProducerID: -1, BaseSequence: -1},
 		[]KV{{Key: []byte("a"), Value: []byte("1")}, {Key: nil, Value: nil}})
 	var got []string
-	err := ForEach(b, func(off, ts int64, k, v []byte) error {
-		got = append(got, fmt.Sprintf("%d/%d/%v/%v", off, ts, k == nil, string(v)))
-		return nil
-	})
-	if err != nil {
+	it := IterRecords(b)
+	for it.Next() {
+		r := it.Record()
+		got = append(got, fmt.Sprintf("%d/%d/%v/%v", r.Offset, r.Timestamp, r.Key == nil, string(r.Value)))
+	}
+	if err := it.Err(); err != nil {
 		t.Fatal(err)
 	}
 	if len(got) != 2 || got[0] != "10/500/false/1" || got[1] != "11/500/true/" {

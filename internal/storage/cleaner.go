@@ -420,56 +420,15 @@ type rawRecord struct {
 // decodeRecords decompresses b if needed and splits its records (Kafka's
 // DefaultRecord layout).
 func decodeRecords(b record.Batch) ([]rawRecord, error) {
-	data := b.Records()
-	if codec := b.Compression(); codec != 0 {
-		var err error
-		if data, err = decompressor.Decompress(data, kgo.CompressionCodecType(codec)); err != nil {
-			return nil, fmt.Errorf("%w: decompressing batch at offset %d: %v", ErrCorrupt, b.BaseOffset(), err)
-		}
+	out := make([]rawRecord, 0, max(0, min(int(b.RecordCount()), len(b))))
+	it := record.IterRecords(b)
+	for it.Next() {
+		r := it.Record()
+		out = append(out, rawRecord{attr: byte(r.Attributes), ts: b.BaseTimestamp() + r.TimestampDelta,
+			offDelta: r.OffsetDelta, key: r.Key, valueNull: r.Value == nil, tail: r.Body})
 	}
-	bad := func() ([]rawRecord, error) {
-		return nil, fmt.Errorf("%w: malformed record in batch at offset %d", ErrCorrupt, b.BaseOffset())
-	}
-	n := int(b.RecordCount())
-	if n < 0 || n > len(data) {
-		return bad()
-	}
-	out := make([]rawRecord, 0, n)
-	for range n {
-		length, k := binary.Varint(data)
-		if k <= 0 || length < 1 || int64(len(data)-k) < length {
-			return bad()
-		}
-		rec := data[k : k+int(length)]
-		data = data[k+int(length):]
-		r := rawRecord{attr: rec[0]}
-		rec = rec[1:]
-		tsDelta, k := binary.Varint(rec)
-		if k <= 0 {
-			return bad()
-		}
-		rec = rec[k:]
-		if r.offDelta, k = binary.Varint(rec); k <= 0 {
-			return bad()
-		}
-		rec = rec[k:]
-		r.ts = b.BaseTimestamp() + tsDelta
-		r.tail = rec
-		klen, k := binary.Varint(rec)
-		if k <= 0 || klen < -1 || int64(len(rec)-k) < klen {
-			return bad()
-		}
-		rec = rec[k:]
-		if klen >= 0 {
-			r.key = rec[:klen]
-			rec = rec[klen:]
-		}
-		vlen, k := binary.Varint(rec)
-		if k <= 0 || vlen < -1 {
-			return bad()
-		}
-		r.valueNull = vlen < 0
-		out = append(out, r)
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	return out, nil
 }

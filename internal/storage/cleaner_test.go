@@ -51,25 +51,27 @@ func readRecords(t testing.TB, l *Log) map[int64]logRecord {
 		if len(data) == 0 {
 			break
 		}
-		for rest := data; len(rest) > 0; {
-			b, r, err := record.Next(rest)
-			if err != nil {
-				t.Fatal(err)
-			}
+		bi := record.IterBatches(data)
+		for bi.Next() {
+			b := bi.Batch()
 			if err := b.Check(); err != nil {
 				t.Fatalf("batch at %d: %v", b.BaseOffset(), err)
 			}
-			if err := record.ForEach(b, func(o, _ int64, k, v []byte) error {
-				out[o] = logRecord{append([]byte(nil), k...), append([]byte(nil), v...)}
-				if v == nil {
-					out[o] = logRecord{key: out[o].key}
+			ri := record.IterRecords(b)
+			for ri.Next() {
+				r := ri.Record()
+				out[r.Offset] = logRecord{append([]byte(nil), r.Key...), append([]byte(nil), r.Value...)}
+				if r.Value == nil {
+					out[r.Offset] = logRecord{key: out[r.Offset].key}
 				}
-				return nil
-			}); err != nil {
+			}
+			if err := ri.Err(); err != nil {
 				t.Fatal(err)
 			}
 			off = b.NextOffset()
-			rest = r
+		}
+		if err := bi.Err(); err != nil {
+			t.Fatal(err)
 		}
 	}
 	return out
@@ -437,13 +439,12 @@ func TestCleanRecompressesWithSameCodec(t *testing.T) {
 				codec, out.Compression(), out.RecordCount(), out.LastOffset(), out.Check())
 		}
 		var offs []int64
-		record.ForEach(out, func(o, ts int64, _, _ []byte) error {
-			if ts != 5 {
+		for it := record.IterRecords(out); it.Next(); {
+			if ts := it.Record().Timestamp; ts != 5 {
 				t.Fatalf("timestamp %d, want 5", ts)
 			}
-			offs = append(offs, o)
-			return nil
-		})
+			offs = append(offs, it.Record().Offset)
+		}
 		if fmt.Sprint(offs) != "[1 2]" {
 			t.Fatalf("codec %d: offsets %v", codec, offs)
 		}

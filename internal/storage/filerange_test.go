@@ -226,13 +226,12 @@ func TestFileRangeOutlivesCompaction(t *testing.T) {
 func splitBatches(t *testing.T, data []byte) []record.Batch {
 	t.Helper()
 	var out []record.Batch
-	for len(data) > 0 {
-		b, rest, err := record.Next(data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, b)
-		data = rest
+	it := record.IterBatches(data)
+	for it.Next() {
+		out = append(out, it.Batch())
+	}
+	if err := it.Err(); err != nil {
+		t.Fatal(err)
 	}
 	return out
 }

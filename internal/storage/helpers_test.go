@@ -143,11 +143,9 @@ func readAllBatches(t testing.TB, l *Log) []record.Batch {
 		if len(data) == 0 {
 			break // the LEO lies past the data (a truncation into a gap)
 		}
-		for len(data) > 0 {
-			b, rest, err := record.Next(data)
-			if err != nil {
-				t.Fatalf("Read(%d): bad framing: %v", off, err)
-			}
+		it := record.IterBatches(data)
+		for it.Next() {
+			b := it.Batch()
 			if err := b.Check(); err != nil {
 				t.Fatalf("Read(%d): batch %d: %v", off, b.BaseOffset(), err)
 			}
@@ -156,7 +154,9 @@ func readAllBatches(t testing.TB, l *Log) []record.Batch {
 			}
 			out = append(out, b)
 			off = b.NextOffset()
-			data = rest
+		}
+		if err := it.Err(); err != nil {
+			t.Fatalf("Read(%d): bad framing: %v", off, err)
 		}
 	}
 	return out

@@ -96,9 +96,6 @@ func openLog(dir string, topicID [16]byte, cfg Config, logger *slog.Logger, reco
 // Dir is the partition directory.
 func (l *Log) Dir() string { return l.dir }
 
-// TopicID is the topic ID the log was opened with.
-func (l *Log) TopicID() [16]byte { return l.topicID }
-
 // SetConfig replaces the log's topic configs; they apply from the next append.
 func (l *Log) SetConfig(cfg Config) {
 	l.mu.Lock()
@@ -268,11 +265,9 @@ func (l *Log) appendAsFollower(batches []byte, checkCRC bool) (AppendInfo, error
 	}
 	var ps []pending
 	next := l.leo.Load()
-	for rest, off := batches, 0; len(rest) > 0; {
-		b, r, err := record.Next(rest)
-		if err != nil {
-			return AppendInfo{}, fmt.Errorf("%w: at byte %d: %w", ErrCorrupt, off, err)
-		}
+	it := record.IterBatches(batches)
+	for it.Next() {
+		b, off := it.Batch(), it.Pos()
 		if checkCRC {
 			if err := b.Check(); err != nil {
 				return AppendInfo{}, fmt.Errorf("%w: at byte %d: %w", ErrCorrupt, off, err)
@@ -285,8 +280,9 @@ func (l *Log) appendAsFollower(batches []byte, checkCRC bool) (AppendInfo, error
 		}
 		next = b.NextOffset()
 		ps = append(ps, pending{b: b, off: off})
-		off += len(b)
-		rest = r
+	}
+	if err := it.Err(); err != nil {
+		return AppendInfo{}, fmt.Errorf("%w: at byte %d: %w", ErrCorrupt, it.Pos(), err)
 	}
 	if len(ps) == 0 {
 		return AppendInfo{FirstOffset: -1, LastOffset: -1, MaxTimestamp: -1, OffsetOfMaxTimestamp: -1,
@@ -444,24 +440,13 @@ func (l *Log) roll(base int64) error {
 // offset is >= maxOffset (the HW or LSO, exclusive) are not returned. An offset below the
 // log start or above the LEO is ErrOffsetOutOfRange; offset == LEO returns nothing.
 func (l *Log) Read(offset int64, maxBytes int32, maxOffset int64, minOneBatch bool) ([]byte, error) {
-	return l.ReadWith(nil, offset, maxBytes, maxOffset, minOneBatch)
-}
-
-// ReadWith is Read that reads the batches into alloc(n), a buffer of exactly n bytes
-// the caller owns (nil alloc: a fresh slice), so that Fetch can reuse buffers.
-func (l *Log) ReadWith(alloc func(n int) []byte, offset int64, maxBytes int32, maxOffset int64, minOneBatch bool) ([]byte, error) {
 	l.rw.RLock()
 	defer l.rw.RUnlock()
 	seg, start, end, _, err := l.locateLocked(offset, maxBytes, maxOffset, minOneBatch)
 	if err != nil || seg == nil {
 		return nil, err
 	}
-	var out []byte
-	if alloc != nil {
-		out = alloc(int(end - start))
-	} else {
-		out = make([]byte, end-start)
-	}
+	out := make([]byte, end-start)
 	if _, err := seg.log.ReadAt(out, start); err != nil {
 		return nil, err
 	}

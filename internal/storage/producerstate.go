@@ -299,26 +299,9 @@ func (p *producerState) entries() []ProducerEntry {
 
 // controlValue returns the value of a control batch's first record, or nil.
 func controlValue(b record.Batch) []byte {
-	recs := b.Records()
-	_, n := binary.Varint(recs) // length
-	if n <= 0 || len(recs) < n+1 {
+	it := record.IterRecords(b)
+	if !it.Next() {
 		return nil
 	}
-	recs = recs[n+1:] // attributes
-	for range 2 {     // timestampDelta, offsetDelta
-		if _, n = binary.Varint(recs); n <= 0 {
-			return nil
-		}
-		recs = recs[n:]
-	}
-	klen, n := binary.Varint(recs)
-	if n <= 0 || klen < 0 || int64(len(recs)-n) < klen {
-		return nil
-	}
-	recs = recs[n+int(klen):]
-	vlen, n := binary.Varint(recs)
-	if n <= 0 || vlen < 0 || int64(len(recs)-n) < vlen {
-		return nil
-	}
-	return recs[n : n+int(vlen)]
+	return it.Record().Value
 }

@@ -1,17 +1,11 @@
 package storage
 
 import (
-	"encoding/binary"
 	"fmt"
 	"io"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/kmirror/kmirror/internal/record"
 )
-
-// decompressor decodes compressed record sections; only time lookups use it.
-var decompressor = kgo.DefaultDecompressor()
 
 // OffsetForTimestamp returns the offset and timestamp of the first record at or after
 // the log start whose timestamp is >= ts (ListOffsets by timestamp, Kafka's
@@ -108,36 +102,14 @@ func findRecord(b record.Batch, ts, minOffset int64) (int64, int64, bool, error)
 	if b.Check() != nil {
 		return 0, 0, false, fmt.Errorf("%w: batch at offset %d", ErrCorrupt, b.BaseOffset())
 	}
-	recs, err := decompressor.Decompress(b.Records(), kgo.CompressionCodecType(b.Compression()))
-	if err != nil {
-		return 0, 0, false, fmt.Errorf("%w: decompressing batch at offset %d: %v", ErrCorrupt, b.BaseOffset(), err)
+	it := record.IterRecords(b)
+	for it.Next() {
+		if r := it.Record(); r.Timestamp >= ts && r.Offset >= minOffset {
+			return r.Offset, r.Timestamp, true, nil
+		}
 	}
-	base, baseTs := b.BaseOffset(), b.BaseTimestamp()
-	for n := b.RecordCount(); n > 0 && len(recs) > 0; n-- {
-		length, k := binary.Varint(recs)
-		if k <= 0 || length < 0 || int64(len(recs)-k) < length {
-			return 0, 0, false, fmt.Errorf("%w: bad record length in batch at offset %d", ErrCorrupt, base)
-		}
-		rec := recs[k : k+int(length)]
-		recs = recs[k+int(length):]
-		if len(rec) < 1 {
-			return 0, 0, false, fmt.Errorf("%w: empty record in batch at offset %d", ErrCorrupt, base)
-		}
-		tsDelta, k1 := binary.Varint(rec[1:])
-		if k1 <= 0 {
-			return 0, 0, false, fmt.Errorf("%w: bad record timestamp in batch at offset %d", ErrCorrupt, base)
-		}
-		offDelta, k2 := binary.Varint(rec[1+k1:])
-		if k2 <= 0 {
-			return 0, 0, false, fmt.Errorf("%w: bad record offset in batch at offset %d", ErrCorrupt, base)
-		}
-		rts := baseTs + tsDelta
-		if b.LogAppendTime() {
-			rts = b.MaxTimestamp()
-		}
-		if off := base + offDelta; rts >= ts && off >= minOffset {
-			return off, rts, true, nil
-		}
+	if err := it.Err(); err != nil {
+		return 0, 0, false, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	return 0, 0, false, nil
 }

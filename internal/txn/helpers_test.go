@@ -140,12 +140,9 @@ func (a logAdapter) Scan(from int64, fn func(record.Batch) error) (int64, error)
 		if err != nil || len(buf) == 0 {
 			return off, err
 		}
-		for len(buf) > 0 {
-			b, rest, err := record.Next(buf)
-			if err != nil {
-				return off, err
-			}
-			buf = rest
+		it := record.IterBatches(buf)
+		for it.Next() {
+			b := it.Batch()
 			if b.LastOffset() < off {
 				continue
 			}
@@ -153,6 +150,9 @@ func (a logAdapter) Scan(from int64, fn func(record.Batch) error) (int64, error)
 				return off, err
 			}
 			off = b.NextOffset()
+		}
+		if err := it.Err(); err != nil {
+			return off, err
 		}
 	}
 	return off, nil

@@ -253,19 +253,21 @@ func (c *Coordinator) replay(p int32, part *txnPartition) (map[string]*snapshot,
 		if b.IsControl() {
 			return nil
 		}
-		return record.ForEach(b, func(_, _ int64, key, value []byte) error {
-			id, s, err := decodeRecord(key, value)
+		it := record.IterRecords(b)
+		for it.Next() {
+			r := it.Record()
+			id, s, err := decodeRecord(r.Key, r.Value)
 			if err != nil {
 				c.log.Warn("skipping an unreadable transaction log record", "partition", p, "err", err)
-				return nil
+				continue
 			}
 			if s == nil {
 				delete(loaded, id)
 			} else {
 				loaded[id] = s
 			}
-			return nil
-		})
+		}
+		return it.Err()
 	})
 	return loaded, err
 }
