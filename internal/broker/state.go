@@ -18,14 +18,6 @@ import (
 	"github.com/kmirror/kmirror/internal/storage"
 )
 
-// readOrCreateMetaProperties reads cluster.id from <dir>/meta.properties, or writes a
-// new one (version 1, a random cluster ID as kafka-storage random-uuid prints it,
-// node.id and a random directory.id) on first start. A node.id that differs from the
-// file's is an error, as in Kafka. config.CheckFormatted is the one implementation.
-func readOrCreateMetaProperties(dir string, nodeID int32) (string, error) {
-	return config.CheckFormatted(dir, &config.Node{NodeID: nodeID, Legacy: true}, "")
-}
-
 // producerIDs hands out producer IDs from blocks that the active controller allocates
 // (Kafka's RPCProducerIdManager over AllocateProducerIds): no two brokers of the cluster,
 // and no restart, ever hand out the same ID.

@@ -36,7 +36,7 @@ func TestPartitionRecords(t *testing.T) {
 	if p := im.Topics["t"].Partition(2); p == nil || p.Assigned() || p.Leader != NoLeader {
 		t.Fatalf("a partition added without a PartitionRecord: %+v", p)
 	}
-	im = apply(t, c, PartitionRecord{TopicID: id, Partition: 2, Replicas: []int32{3}, ISR: []int32{3}, Leader: 3})
+	apply(t, c, PartitionRecord{TopicID: id, Partition: 2, Replicas: []int32{3}, ISR: []int32{3}, Leader: 3})
 
 	im = apply(t, c, PartitionChangeRecord{TopicID: id, Partition: 0, Leader: i32p(2), ISR: []int32{2}, LeaderEpoch: 1})
 	if p := im.Topics["t"].Partition(0); p.Leader != 2 || p.LeaderEpoch != 1 || p.PartitionEpoch != 1 || !reflect.DeepEqual(p.ISR, []int32{2}) {

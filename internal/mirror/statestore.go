@@ -2,7 +2,6 @@ package mirror
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -10,7 +9,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/internal/metadata"
 	"github.com/kmirror/kmirror/internal/mirrorproto"
@@ -307,16 +305,17 @@ func (s *stateStore) readRemote(ctx context.Context, coord int32, k stateKey) (*
 	if rr.ErrorCode != 0 {
 		return nil, stateError(rr.ErrorCode, rr.ErrorMessage)
 	}
-	for _, rs := range rr.States {
-		if rs.ErrorCode != 0 {
-			return nil, stateError(rs.ErrorCode, nil)
-		}
-		if rs.Record == nil {
-			return nil, nil
-		}
-		return decodeStateRecord(rs.Record)
+	if len(rr.States) != 1 {
+		return nil, fmt.Errorf("ReadMirrorStates answered %d states for one key", len(rr.States))
 	}
-	return nil, nil
+	rs := rr.States[0]
+	switch {
+	case rs.ErrorCode != 0:
+		return nil, stateError(rs.ErrorCode, nil)
+	case rs.Record == nil:
+		return nil, nil
+	}
+	return decodeStateRecord(rs.Record)
 }
 
 // stateError maps a mirror state RPC's error code back to the store's errors.
@@ -460,21 +459,15 @@ func (s *stateStore) loadPartition(p int32, out map[stateKey]*stateRecord) error
 			break
 		}
 		next := off
-		for len(data) > 0 {
-			b, rest, err := record.Next(data)
-			if err != nil {
-				break
-			}
-			data = rest
+		for it := record.IterBatches(data); it.Next(); {
+			b := it.Batch()
 			next = b.NextOffset()
 			if b.IsControl() {
 				continue
 			}
-			recs, err := batchRecords(b)
-			if err != nil {
-				return fmt.Errorf("%s-%d at %d: %w", StateTopic, p, b.BaseOffset(), err)
-			}
-			for _, r := range recs {
+			ri := record.IterRecords(b)
+			for ri.Next() {
+				r := ri.Record()
 				k, err := decodeStateKey(r.Key)
 				if err != nil {
 					continue
@@ -489,6 +482,9 @@ func (s *stateStore) loadPartition(p int32, out map[stateKey]*stateRecord) error
 				}
 				out[k] = v
 			}
+			if err := ri.Err(); err != nil {
+				return fmt.Errorf("%s-%d at %d: %w", StateTopic, p, b.BaseOffset(), err)
+			}
 		}
 		if next <= off {
 			break
@@ -496,28 +492,4 @@ func (s *stateStore) loadPartition(p int32, out map[stateKey]*stateRecord) error
 		off = next
 	}
 	return nil
-}
-
-// batchRecords decodes the records of an uncompressed batch written by this package.
-func batchRecords(b record.Batch) ([]kmsg.Record, error) {
-	if b.Compression() != 0 {
-		return nil, errors.New("compressed mirror state batch")
-	}
-	raw := b.Records()
-	n := int(b.RecordCount())
-	out := make([]kmsg.Record, 0, n)
-	for i := 0; i < n; i++ {
-		length, used := binary.Varint(raw)
-		if used <= 0 || length < 0 || int(length) > len(raw)-used {
-			return nil, errors.New("truncated record")
-		}
-		total := used + int(length)
-		var r kmsg.Record
-		if err := r.ReadFrom(raw[:total]); err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-		raw = raw[total:]
-	}
-	return out, nil
 }
