@@ -57,6 +57,12 @@ var state1 = MirrorState{
 	LastMirrorEpoch: 12, LastMirrorOffset: 1 << 40,
 }
 
+// state2 carries kmirror's whole record (tagged field 0).
+var state2 = MirrorState{
+	MirrorName: "m", TopicID: id2, Partition: 1, State: StateStopped, PreviousState: StateStopping,
+	StateEpoch: 9, LeaderEpoch: 11, LastMirrorEpoch: 5, LastMirrorOffset: 100, Record: []byte(`{"version":1,"state":7}`),
+}
+
 // roundTripCases fills every field, tagged ones included, of every type.
 func roundTripCases() []message {
 	descPart := NewDescribeClusterMirrorsResponsePartition(1)
@@ -80,6 +86,7 @@ func roundTripCases() []message {
 		&DescribeClusterMirrorsRequest{MirrorNames: []string{"m"}, IncludeAuthorizedOperations: true, ClusterID: sp("dest-cluster"),
 			LastMirrorEpochLookups: []DescribeClusterMirrorsLookup{{TopicID: id1, Partitions: []int32{0, 1, 2}}, {TopicID: id2}}},
 		&DescribeClusterMirrorsRequest{},
+		&DescribeClusterMirrorsRequest{MirrorNames: []string{"m"}, LeadersOnly: true},
 		&DescribeClusterMirrorsResponse{ThrottleTimeMs: 3, MaxRetryAttempts: 20,
 			Mirrors: []DescribeClusterMirrorsResponseMirror{
 				{MirrorName: "m", SourceBootstrap: "src:9092", SourceClusterID: "abc", Topics: []DescribeClusterMirrorsResponseTopic{
@@ -98,8 +105,8 @@ func roundTripCases() []message {
 		},
 		NewDescribeClusterMirrorsResponse(),
 		&ReadMirrorStatesRequest{Mirrors: []ReadMirrorStatesRequestMirror{{MirrorName: "m", Topics: []MirrorStateTopic{{id1, []int32{3}}}}, {MirrorName: "all"}}},
-		&ReadMirrorStatesResponse{States: []ReadMirrorStatesResponseState{{MirrorState: state1}, {ErrorCode: 16, MirrorState: MirrorState{MirrorName: "m", TopicID: id2, State: StateUnknown, PreviousState: StateUnknown}}}},
-		&WriteMirrorStatesRequest{States: []WriteMirrorStatesRequestState{{MirrorState: state1}, {MirrorState: state1, Tombstone: true}}},
+		&ReadMirrorStatesResponse{States: []ReadMirrorStatesResponseState{{MirrorState: state1}, {MirrorState: state2}, {ErrorCode: 16, MirrorState: MirrorState{MirrorName: "m", TopicID: id2, State: StateUnknown, PreviousState: StateUnknown}}}},
+		&WriteMirrorStatesRequest{States: []WriteMirrorStatesRequestState{{MirrorState: state1}, {MirrorState: state2}, {MirrorState: state1, Tombstone: true}}},
 		&WriteMirrorStatesResponse{Results: []WriteMirrorStatesResponseResult{{MirrorName: "m", TopicID: id1, Partition: 3, ErrorCode: 74, ErrorMessage: sp("fenced"), StateEpoch: 8}}},
 		&PauseMirrorTopicsRequest{MirrorName: "m", Topics: []TopicName{{"a"}, {"b"}}, StateValidationOffset: -1},
 		&PauseMirrorTopicsResponse{Topics: topicResults()},
@@ -110,6 +117,7 @@ func roundTripCases() []message {
 		&BumpLeaderEpochsRequest{Topics: []BumpLeaderEpochsRequestTopic{{TopicID: id1, Partitions: []BumpLeaderEpochsRequestPartition{{0, 22}, {1, 23}}}}},
 		&BumpLeaderEpochsResponse{Topics: []BumpLeaderEpochsResponseTopic{{TopicID: id1, Partitions: []BumpLeaderEpochsResponsePartition{{0, 0, 22}, {1, 6, -1}}}}},
 		&RecoverMirrorTopicsRequest{MirrorName: "m", Topics: []TopicName{{"orders"}}},
+		&RecoverMirrorTopicsRequest{MirrorName: "m", LeadersOnly: true},
 		&RecoverMirrorTopicsResponse{Topics: []RecoverMirrorTopicsResponseTopic{{Name: "orders", Partitions: []int32{0, 2}}, {Name: "nope", ErrorCode: TopicNotInClusterMirror, ErrorMessage: sp("nope")}}},
 	}
 }
