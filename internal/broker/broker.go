@@ -452,6 +452,7 @@ func (b *Broker) goBackground(fn func()) {
 func (b *Broker) brokerVersions() *wire.Versions {
 	v := wire.DefaultVersions()
 	v.Register(kmsg.DescribeQuorum.Int16(), wire.VersionRange{Min: 0, Max: 2})
+	v.Register(kmsg.DescribeTopicPartitions.Int16(), wire.VersionRange{Min: 0, Max: 0})
 	v.Register(kmsg.WriteTxnMarkers.Int16(), wire.VersionRange{Min: 0, Max: 1})    // inter-broker
 	v.Register(kmsg.AddPartitionsToTxn.Int16(), wire.VersionRange{Min: 0, Max: 4}) // v4: verification, inter-broker
 	for _, api := range mirrorproto.APIs() {
@@ -606,6 +607,8 @@ func (b *Broker) Handle(ctx context.Context, req *wire.Request) kmsg.Response {
 		return b.handleDescribeQuorum(ctx, r)
 	case *kmsg.WriteTxnMarkersRequest:
 		return b.handleWriteTxnMarkers(r)
+	case *kmsg.DescribeTopicPartitionsRequest:
+		return b.handleDescribeTopicPartitions(ctx, r)
 	case *kmsg.ProduceRequest:
 		return b.handleProduce(ctx, r)
 	case *kmsg.FetchRequest:
