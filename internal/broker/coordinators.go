@@ -30,7 +30,7 @@ import (
 // onLeadershipChange), then starts the mirror manager and the transaction coordinator. A
 // one-node cluster leads every partition: it waits for them to be loaded.
 func (b *Broker) startCoordinators() error {
-	n := b.cfg.Int32("offsets.topic.num.partitions")
+	n := b.internalPartitions(OffsetsTopic)
 	if b.node.Legacy {
 		// A multi-node cluster creates it at the first FindCoordinator, as Kafka does.
 		if err := b.ensureOffsetsTopic(); err != nil {
@@ -108,6 +108,23 @@ func (b *Broker) internalReplicationFactor(topic string) int16 {
 	return 1
 }
 
+// internalPartitionsKey are the keys of the internal topics' partition counts.
+var internalPartitionsKey = map[string]string{
+	OffsetsTopic:     "offsets.topic.num.partitions",
+	txn.TopicName:    "transaction.state.log.num.partitions",
+	mirrorStateTopic: "mirror.state.topic.num.partitions",
+}
+
+// internalPartitions is the partition count of an internal topic: the topic's when it
+// exists (a changed config does not move groups or transactions to other partitions, as
+// Kafka's coordinators read the topic's count), else its key's, for creating it.
+func (b *Broker) internalPartitions(topic string) int32 {
+	if t, ok := b.meta.Image().Topics[topic]; ok {
+		return t.Partitions
+	}
+	return b.cfg.Int32(internalPartitionsKey[topic])
+}
+
 // errNotEnoughBrokers is returned while fewer brokers are registered than an internal
 // topic's replication factor: the topic is created once they are (Kafka answers
 // COORDINATOR_NOT_AVAILABLE meanwhile).
@@ -139,7 +156,7 @@ func (b *Broker) ensureInternalTopic(name string, partitions int32, configs map[
 
 // ensureOffsetsTopic creates __consumer_offsets (ensureInternalTopic).
 func (b *Broker) ensureOffsetsTopic() error {
-	return b.ensureInternalTopic(OffsetsTopic, b.cfg.Int32("offsets.topic.num.partitions"), map[string]string{
+	return b.ensureInternalTopic(OffsetsTopic, b.internalPartitions(OffsetsTopic), map[string]string{
 		"cleanup.policy": "compact", "segment.bytes": strconv.Itoa(int(b.cfg.Int32("offsets.topic.segment.bytes"))),
 	})
 }
@@ -281,7 +298,7 @@ func (b *Broker) handleFindCoordinator(ctx context.Context, req *kmsg.FindCoordi
 		default:
 			topic, p := OffsetsTopic, b.groups.PartitionFor(k)
 			if req.CoordinatorType == 1 {
-				topic, p = txn.TopicName, txn.PartitionFor(k, b.cfg.Int32("transaction.state.log.num.partitions"))
+				topic, p = txn.TopicName, txn.PartitionFor(k, b.internalPartitions(txn.TopicName))
 			}
 			leader, _ := b.currentLeader(topic, p)
 			e, ok := b.endpointOf(b.rm.Image(), leader, listener)

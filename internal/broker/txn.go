@@ -25,7 +25,7 @@ import (
 // request, EnsureTopic) and starts its timers. A one-node cluster leads every partition:
 // it waits for them to be loaded (which completes prepared transactions).
 func (b *Broker) startTxnCoordinator() error {
-	n := b.cfg.Int32("transaction.state.log.num.partitions")
+	n := b.internalPartitions(txn.TopicName)
 	txns := txn.New(txn.Options{
 		NumPartitions:   n,
 		MaxTimeoutMs:    b.cfg.Int32("transaction.max.timeout.ms"),
@@ -195,7 +195,7 @@ func (b *Broker) handleWriteTxnMarkers(req *kmsg.WriteTxnMarkersRequest) kmsg.Re
 // transaction verification). A coordinator on another broker is asked with
 // AddPartitionsToTxn v4 VerifyOnly first; errors are the coordinator's Kafka errors.
 func (b *Broker) verifyTxn(id string, pid int64, epoch int16, tp txn.TopicPartition, appendFn func()) *kerr.Error {
-	n := b.cfg.Int32("transaction.state.log.num.partitions")
+	n := b.internalPartitions(txn.TopicName)
 	coord, _ := b.currentLeader(txn.TopicName, txn.PartitionFor(id, n))
 	if coord == b.nodeID || coord < 0 || id == "" {
 		if tp.Topic == group.TopicName {
