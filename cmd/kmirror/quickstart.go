@@ -61,5 +61,6 @@ asynchronous mirror), not lost records.`,
 	f.StringVar(&o.Data, "data", "", "data directory (default ./quickstart-data; --scripted: a temporary directory)")
 	f.IntVar(&o.SourcePort, "source-port", quickstart.DefaultSourcePort, "source cluster port on localhost (0: a free port)")
 	f.IntVar(&o.DestinationPort, "destination-port", quickstart.DefaultDestinationPort, "destination cluster port on localhost (0: a free port)")
+	f.IntVar(&o.Brokers, "brokers", 1, "nodes per cluster (--scripted: of the destination); a cluster of N nodes listens on its port and the N-1 above it, its controllers 10000 above")
 	return cmd
 }

@@ -527,6 +527,14 @@ func (b *Broker) Shutdown(ctx context.Context) {
 		b.life.controlledShutdown(sctx)
 		cancel()
 	}
+	b.Stop(ctx)
+}
+
+// Stop shuts the node down as Shutdown does, without the controlled shutdown: for a whole
+// cluster stopping at once, whose quorum cannot commit its last nodes' controlled
+// shutdowns (a clean stop still records its broker epoch, so that the node registers
+// again at once when it is back).
+func (b *Broker) Stop(ctx context.Context) {
 	for _, l := range b.listeners {
 		if l.server != nil {
 			l.server.Shutdown(ctx)
@@ -757,3 +765,6 @@ func hostOf(a net.Addr) string {
 	}
 	return a.String()
 }
+
+// ActiveController reports whether this node is the active controller of its cluster.
+func (b *Broker) ActiveController() bool { return b.ctrl != nil && b.ctrl.Active() }

@@ -193,9 +193,18 @@ func (lc *lifecycle) controlledShutdown(ctx context.Context) {
 	}
 	lc.shutdown = true
 	lc.mu.Unlock()
+	// Without an active controller (the quorum lost its majority: the cluster is stopping)
+	// nobody can move the leaderships: stop after a few heartbeat intervals in vain.
+	failures := 0
 	for {
 		if err := lc.heartbeat(ctx); err != nil {
 			lc.noteError(err)
+			if failures++; failures >= 5 {
+				lc.b.logger.Warn("controlled shutdown: no active controller answers; stopping without it")
+				return
+			}
+		} else {
+			failures = 0
 		}
 		select {
 		case <-lc.canStop:

@@ -154,8 +154,11 @@ func (b *Broker) controllerIDForClients(im *metadata.Image, listener string) int
 
 // activeControllerID is the node ID of the active controller, false when unknown.
 func (b *Broker) activeControllerID() (int32, bool) {
-	if b.ctrl != nil && b.ctrl.Active() {
+	if b.ActiveController() {
 		return b.nodeID, true
+	}
+	if id, _, ok := b.meta.Leader(); ok {
+		return id, true
 	}
 	return -1, false
 }

@@ -24,7 +24,7 @@ type admin struct {
 }
 
 func newAdmin(addr string) (*admin, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.MaxVersions(mirrorproto.ClientVersions()),
+	cl, err := kgo.NewClient(seeds(addr), kgo.MaxVersions(mirrorproto.ClientVersions()),
 		kgo.DialTimeout(2*time.Second), kgo.RetryTimeout(10*time.Second))
 	if err != nil {
 		return nil, err

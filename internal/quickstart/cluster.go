@@ -38,53 +38,147 @@ func ClusterProps(port int, dir string) map[string]string {
 	}
 }
 
-// cluster is one quickstart cluster: an in-process broker or a child `kmirror serve`.
+// cluster is one quickstart cluster: in-process nodes or a child `kmirror serve`.
 type cluster struct {
-	name string
-	port int
-	dir  string // data directory (log.dirs)
+	name  string
+	ports []int  // the client listener of each node
+	dir   string // data directory (log.dirs; <dir>/node-<i> for each node of a multi-node cluster)
 
 	// in process
-	b    *broker.Broker
-	done chan struct{}
+	nodes []*broker.Broker
+	done  []chan struct{}
 
 	// child process
 	cmd    *exec.Cmd
 	exited chan struct{}
 
+	mu       sync.Mutex // guards nodes and done while the nodes start
 	stopOnce sync.Once
 }
 
-func (c *cluster) addr() string { return "localhost:" + strconv.Itoa(c.port) }
+// addr is the bootstrap list of the cluster: host:port of every node, comma-separated.
+func (c *cluster) addr() string {
+	out := make([]string, len(c.ports))
+	for i, p := range c.ports {
+		out[i] = "localhost:" + strconv.Itoa(p)
+	}
+	return strings.Join(out, ",")
+}
 
-// startInProcess runs a broker in this process (node.New), its
-// log written to <dir>.log.
-func startInProcess(name string, port int, dir string) (*cluster, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+// seeds is the kgo option for a bootstrap list written by addr.
+func seeds(addr string) kgo.Opt { return kgo.SeedBrokers(strings.Split(addr, ",")...) }
+
+// controllerPortOffset puts a multi-node cluster's controller listeners this far above
+// its client listeners (9091 → 19091).
+const controllerPortOffset = 10000
+
+// startInProcess runs a cluster of n nodes in this process (node.New), each node's log
+// written to <its dir>.log: one node as the embedded default (a self-formatting one-node
+// cluster on port), or n combined broker and controller nodes on ports port..port+n−1
+// with their controller listeners controllerPortOffset above, formatted with one cluster
+// ID on their first start.
+func startInProcess(name string, port int, dir string, n int) (*cluster, error) {
+	c := &cluster{name: name, dir: dir}
+	if n <= 1 {
+		c.ports = []int{port}
+		return c, c.startNode(name, ClusterProps(port, dir))
+	}
+	var voters []string
+	for i := 0; i < n; i++ {
+		c.ports = append(c.ports, port+i)
+		voters = append(voters, fmt.Sprintf("%d@localhost:%d", i+1, port+i+controllerPortOffset))
+	}
+	clusterID, err := clusterIDOf(dir, n)
+	if err != nil {
 		return nil, err
+	}
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		ndir := filepath.Join(dir, fmt.Sprintf("node-%d", i+1))
+		props := ClusterProps(port+i, ndir)
+		props["process.roles"] = "broker,controller"
+		props["node.id"] = strconv.Itoa(i + 1)
+		props["controller.quorum.voters"] = strings.Join(voters, ",")
+		props["listeners"] = fmt.Sprintf("PLAINTEXT://localhost:%d,CONTROLLER://localhost:%d", port+i, port+i+controllerPortOffset)
+		props["advertised.listeners"] = fmt.Sprintf("PLAINTEXT://localhost:%d", port+i)
+		props["controller.listener.names"] = "CONTROLLER"
+		props["listener.security.protocol.map"] = "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+		props["inter.broker.listener.name"] = "PLAINTEXT"
+		props["broker.session.timeout.ms"] = "3000"
+		props["broker.heartbeat.interval.ms"] = "500"
+		if err := format(ndir, clusterID, int32(i+1)); err != nil {
+			return nil, err
+		}
+		// every node waits in New for the quorum: start them together
+		go func() { errs <- c.startNode(fmt.Sprintf("%s node %d", name, i+1), props) }()
+	}
+	var first error
+	for i := 0; i < n; i++ {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	if first != nil {
+		c.stop()
+		return nil, first
+	}
+	return c, nil
+}
+
+// clusterIDOf is the cluster ID of a multi-node quickstart cluster: node 1's when it was
+// formatted by an earlier run, else a new one.
+func clusterIDOf(dir string, n int) (string, error) {
+	for i := 1; i <= n; i++ {
+		m, err := config.ReadMetaProperties(filepath.Join(dir, fmt.Sprintf("node-%d", i)))
+		if err == nil {
+			return m.ClusterID, nil
+		}
+	}
+	return config.RandomUUID(), nil
+}
+
+// format writes dir's meta.properties (kmirror storage format) unless it has one.
+func format(dir, clusterID string, nodeID int32) error {
+	if _, err := config.ReadMetaProperties(dir); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return config.WriteMetaProperties(dir, &config.MetaProperties{Version: 1, ClusterID: clusterID, NodeID: nodeID, DirectoryID: config.RandomUUID()})
+}
+
+// startNode runs one node in this process on props, its log written to <log.dirs>.log.
+func (c *cluster) startNode(name string, props map[string]string) error {
+	dir := props["log.dirs"]
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
 	}
 	logf, err := os.OpenFile(dir+".log", os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	cfg, err := config.NewValues(config.Broker, ClusterProps(port, dir), false)
+	cfg, err := config.NewValues(config.Broker, props, false)
 	if err != nil {
 		logf.Close()
-		return nil, err
+		return err
 	}
 	logger := slog.New(slog.NewTextHandler(logf, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	b, err := node.New(cfg, logger)
 	if err != nil {
 		logf.Close()
-		return nil, fmt.Errorf("%s cluster: %w", name, err)
+		return fmt.Errorf("%s cluster: %w", name, err)
 	}
-	c := &cluster{name: name, port: port, dir: dir, b: b, done: make(chan struct{})}
+	done := make(chan struct{})
+	c.mu.Lock()
+	c.nodes, c.done = append(c.nodes, b), append(c.done, done)
+	c.mu.Unlock()
 	go func() {
-		defer close(c.done)
+		defer close(done)
 		defer logf.Close()
 		_ = b.Serve()
 	}()
-	return c, nil
+	return nil
 }
 
 // startChild runs `<exe> serve --config <dir>.properties` as a child process with its
@@ -117,7 +211,7 @@ func startChild(ctx context.Context, name string, port int, dir, exe string, env
 		logf.Close()
 		return nil, fmt.Errorf("%s cluster: %w", name, err)
 	}
-	c := &cluster{name: name, port: port, dir: dir, cmd: cmd, exited: make(chan struct{})}
+	c := &cluster{name: name, ports: []int{port}, dir: dir, cmd: cmd, exited: make(chan struct{})}
 	go func() {
 		defer close(c.exited)
 		defer logf.Close()
@@ -132,7 +226,7 @@ func startChild(ctx context.Context, name string, port int, dir, exe string, env
 
 // waitReady polls Metadata until the child answers, for at most 30 s.
 func (c *cluster) waitReady(ctx context.Context) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.addr()), kgo.DialTimeout(time.Second))
+	cl, err := kgo.NewClient(seeds(c.addr()), kgo.DialTimeout(time.Second))
 	if err != nil {
 		return err
 	}
@@ -175,11 +269,14 @@ func (c *cluster) kill() {
 func (c *cluster) stop() { c.stopOnce.Do(c.doStop) }
 
 func (c *cluster) doStop() {
-	if c.b != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		c.b.Shutdown(ctx)
-		<-c.done
+	if len(c.nodes) > 0 {
+		// the whole cluster stops: no controlled shutdowns (the quorum goes with it)
+		var wg sync.WaitGroup
+		for i := range c.nodes {
+			wg.Add(1)
+			go func() { defer wg.Done(); c.stopNode(i) }()
+		}
+		wg.Wait()
 		return
 	}
 	if c.cmd != nil {
@@ -190,6 +287,15 @@ func (c *cluster) doStop() {
 			c.kill()
 		}
 	}
+}
+
+// stopNode shuts node i down cleanly (in-flight requests answered, logs flushed,
+// checkpoints written).
+func (c *cluster) stopNode(i int) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c.nodes[i].Stop(ctx)
+	<-c.done[i]
 }
 
 // portFree reports whether localhost:port can be bound.

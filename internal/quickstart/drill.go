@@ -109,7 +109,7 @@ func RunScripted(ctx context.Context, o Options) (*Report, error) {
 	fmt.Fprintf(out, "kmirror quickstart --scripted: source on localhost:%d (child process), destination on localhost:%d, data in %s\n",
 		rep.SourcePort, rep.DestinationPort, data)
 
-	d := &drill{ctx: ctx, out: out, rep: rep, exe: exe, env: env, srcDir: srcDir, dstDir: dstDir}
+	d := &drill{ctx: ctx, out: out, rep: rep, exe: exe, env: env, srcDir: srcDir, dstDir: dstDir, brokers: o.Brokers}
 	defer d.shutdown()
 	err = d.run()
 	d.shutdown()
@@ -157,6 +157,7 @@ type drill struct {
 	exe            string
 	env            []string
 	srcDir, dstDir string
+	brokers        int // nodes of the destination cluster
 	src, dst       *cluster
 	srcAdm, dstAdm *admin
 	step           int
@@ -221,7 +222,7 @@ func (d *drill) run() error {
 		return err
 	}
 	if err := d.do(fmt.Sprintf("start the destination cluster (in process) on localhost:%d", rep.DestinationPort), func() error {
-		d.dst, err = startInProcess("destination", rep.DestinationPort, d.dstDir)
+		d.dst, err = startInProcess("destination", rep.DestinationPort, d.dstDir, d.brokers)
 		if err != nil {
 			return err
 		}

@@ -45,6 +45,10 @@ type Options struct {
 	Env []string
 	// Refresh is the period of Run's live table; 0 is one second.
 	Refresh time.Duration
+	// Brokers is the number of nodes of each cluster (Run) or of the destination
+	// (RunScripted, whose source is one child process to kill); 0 or 1: one node. A
+	// cluster of n nodes listens on its port and the n−1 above it.
+	Brokers int
 }
 
 func (o Options) out() io.Writer {
@@ -52,6 +56,43 @@ func (o Options) out() io.Writer {
 		return os.Stdout
 	}
 	return o.Out
+}
+
+// maxBrokers bounds --brokers: a quickstart cluster on one machine.
+const maxBrokers = 9
+
+// checkPorts checks --brokers and that every port the clusters would listen on is free:
+// each cluster's client ports port..port+n−1 and, with several nodes, its controller
+// ports controllerPortOffset above; the two clusters' ranges must not overlap.
+func checkPorts(o Options) error {
+	n := max(1, o.Brokers)
+	if n > maxBrokers {
+		return fmt.Errorf("--brokers %d: at most %d nodes per quickstart cluster", o.Brokers, maxBrokers)
+	}
+	if n > 1 && (o.SourcePort == 0 || o.DestinationPort == 0) {
+		return fmt.Errorf("--brokers %d needs fixed --source-port and --destination-port (each cluster takes %d consecutive ports)", n, n)
+	}
+	if n > 1 && o.SourcePort < o.DestinationPort+n && o.DestinationPort < o.SourcePort+n {
+		return fmt.Errorf("--brokers %d: the source takes ports %d–%d and the destination %d–%d, which overlap: pick --destination-port %d or higher",
+			n, o.SourcePort, o.SourcePort+n-1, o.DestinationPort, o.DestinationPort+n-1, o.SourcePort+n)
+	}
+	for _, base := range []int{o.SourcePort, o.DestinationPort} {
+		if base == 0 {
+			continue
+		}
+		for i := 0; i < n; i++ {
+			ports := []int{base + i}
+			if n > 1 {
+				ports = append(ports, base+i+controllerPortOffset)
+			}
+			for _, p := range ports {
+				if !portFree(p) {
+					return fmt.Errorf("port %d is in use on localhost: stop what uses it or pick --source-port/--destination-port", p)
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // Run starts the source and destination clusters in this process, creates `orders`
@@ -73,10 +114,8 @@ func Run(ctx context.Context, o Options) error {
 	if data == "" {
 		data = DefaultDataDir
 	}
-	for _, p := range []int{o.SourcePort, o.DestinationPort} {
-		if p != 0 && !portFree(p) {
-			return fmt.Errorf("port %d is in use on localhost: stop what uses it or pick --source-port/--destination-port", p)
-		}
+	if err := checkPorts(o); err != nil {
+		return err
 	}
 	var err error
 	srcPort, dstPort := o.SourcePort, o.DestinationPort
@@ -91,12 +130,12 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}
 	srcDir, dstDir := dataDirs(data)
-	src, err := startInProcess("source", srcPort, srcDir)
+	src, err := startInProcess("source", srcPort, srcDir, o.Brokers)
 	if err != nil {
 		return err
 	}
 	defer src.stop()
-	dst, err := startInProcess("destination", dstPort, dstDir)
+	dst, err := startInProcess("destination", dstPort, dstDir, o.Brokers)
 	if err != nil {
 		return err
 	}
@@ -287,7 +326,7 @@ func runProducer(ctx context.Context, addr string, next int, produced *atomic.In
 // runConsumer reads orders in the group orders-app, committing every 5 s (kgo's
 // autocommit), until ctx is done; it then commits and leaves the group.
 func runConsumer(ctx context.Context, addr string, n *atomic.Int64) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumerGroup(Group), kgo.ConsumeTopics(Topic),
+	cl, err := kgo.NewClient(seeds(addr), kgo.ConsumerGroup(Group), kgo.ConsumeTopics(Topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		return

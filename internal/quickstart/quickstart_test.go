@@ -59,12 +59,18 @@ func TestRunShowsMirroringAndStops(t *testing.T) {
 // (Ctrl-C) and returns its output. Each wait gives up after 60 s.
 func runQuickstart(t *testing.T, name, data string, srcPort, dstPort int, until func(string) bool,
 	during func(ctx context.Context), after func(string) bool) string {
+	return runQuickstartN(t, name, data, srcPort, dstPort, 1, until, during, after)
+}
+
+// runQuickstartN is runQuickstart with clusters of brokers nodes.
+func runQuickstartN(t *testing.T, name, data string, srcPort, dstPort, brokers int, until func(string) bool,
+	during func(ctx context.Context), after func(string) bool) string {
 	t.Helper()
 	var out syncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() {
-		errc <- Run(ctx, Options{Data: data, SourcePort: srcPort, DestinationPort: dstPort, Out: &out, Refresh: 200 * time.Millisecond})
+		errc <- Run(ctx, Options{Data: data, SourcePort: srcPort, DestinationPort: dstPort, Out: &out, Refresh: 200 * time.Millisecond, Brokers: brokers})
 	}()
 	wait := func(cond func(string) bool) {
 		deadline := time.Now().Add(60 * time.Second)
@@ -93,6 +99,44 @@ func runQuickstart(t *testing.T, name, data string, srcPort, dstPort int, until 
 		t.Fatalf("%s: %v", name, err)
 	}
 	return out.String()
+}
+
+// TestRunWithThreeBrokers runs the quickstart with clusters of three nodes (--brokers 3)
+// until the table shows orders MIRRORING, then runs it again on the same data: both
+// clusters come back.
+func TestRunWithThreeBrokers(t *testing.T) {
+	data := t.TempDir()
+	src, dst := freeRange(t, 3), freeRange(t, 3)
+	for dst < src+3 && src < dst+3 { // the two clusters' ranges must not overlap
+		dst = freeRange(t, 3)
+	}
+	for run := 1; run <= 2; run++ {
+		s := runQuickstartN(t, fmt.Sprintf("run %d", run), data, src, dst, 3, tableMirroring, nil, nil)
+		if want := fmt.Sprintf("localhost:%d,localhost:%d,localhost:%d", src, src+1, src+2); !strings.Contains(s, want) {
+			t.Fatalf("run %d: output does not name the source's three nodes %s:\n%s", run, want, s)
+		}
+	}
+}
+
+// freeRange returns a port p such that p..p+n−1 and the controller ports above them are
+// free now.
+func freeRange(t *testing.T, n int) int {
+	t.Helper()
+	for try := 0; try < 100; try++ {
+		base, err := freePort()
+		if err != nil || base+n+controllerPortOffset > 65535 {
+			continue
+		}
+		ok := true
+		for i := 0; i < n && ok; i++ {
+			ok = portFree(base+i) && portFree(base+i+controllerPortOffset)
+		}
+		if ok {
+			return base
+		}
+	}
+	t.Fatal("no free port range")
+	return 0
 }
 
 // tableMirroring reports whether the last table printed shows the 6 partitions of

@@ -39,7 +39,7 @@ func orderNumber(key []byte) int {
 }
 
 func newProducer(addr string) (*kgo.Client, error) {
-	return kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(Topic),
+	return kgo.NewClient(seeds(addr), kgo.DefaultProduceTopic(Topic),
 		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(5*time.Millisecond),
 		kgo.DialTimeout(2*time.Second), kgo.RecordDeliveryTimeout(20*time.Second))
 }
@@ -60,7 +60,7 @@ type consumed []int
 // commits what it read, and leaves the group. A group with no committed offset starts
 // at the earliest offset.
 func consumeGroup(ctx context.Context, addr string, timeout time.Duration, want func(consumed) bool) (consumed, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumerGroup(Group), kgo.ConsumeTopics(Topic),
+	cl, err := kgo.NewClient(seeds(addr), kgo.ConsumerGroup(Group), kgo.ConsumeTopics(Topic),
 		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.DialTimeout(2*time.Second), kgo.FetchMaxWait(500*time.Millisecond))
 	if err != nil {
@@ -95,7 +95,7 @@ func consumeGroup(ctx context.Context, addr string, timeout time.Duration, want 
 // dumpTopic reads every record of Topic on addr as "partition offset key value" lines,
 // sorted, up to each partition's high watermark at the time of the call.
 func dumpTopic(ctx context.Context, addr string) ([]string, error) {
-	acl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DialTimeout(2*time.Second))
+	acl, err := kgo.NewClient(seeds(addr), kgo.DialTimeout(2*time.Second))
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +119,7 @@ func dumpTopic(ctx context.Context, addr string) ([]string, error) {
 	if len(want) == 0 {
 		return lines, nil
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumePartitions(parts), kgo.DialTimeout(2*time.Second),
+	cl, err := kgo.NewClient(seeds(addr), kgo.ConsumePartitions(parts), kgo.DialTimeout(2*time.Second),
 		kgo.FetchMaxWait(200*time.Millisecond), kgo.KeepControlRecords())
 	if err != nil {
 		return nil, err
