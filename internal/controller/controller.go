@@ -116,7 +116,8 @@ func New(q Quorum, opts Options) *Controller {
 const tick = 100 * time.Millisecond
 
 // Run acts as the active controller whenever this node leads the quorum, until ctx ends:
-// on becoming active it gives every registered broker a fresh session (as Kafka's new
+// on becoming active (once every earlier record is applied and the image holds the
+// cluster ID) it gives every registered broker a fresh session (as Kafka's new
 // controllers do), then fences brokers whose session expires and elects leaders for
 // partitions that have none.
 func (c *Controller) Run(ctx context.Context) {
@@ -158,6 +159,11 @@ func (c *Controller) step(ctx context.Context) {
 		cancel()
 		if err != nil {
 			return // retried on the next tick
+		}
+		if c.q.Image().ClusterID == "" {
+			// The quorum's first active controller writes the cluster ID right after its
+			// election (metadata.Controller); registrations are checked against it.
+			return
 		}
 		now := time.Now()
 		c.mu.Lock()
