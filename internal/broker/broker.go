@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -138,10 +139,11 @@ func New(cfg *config.Values, logger *slog.Logger, newMirrors NewMirrorsFunc) (*B
 		started = true
 		return b, nil
 	}
-	if err := b.awaitQuorum(); err != nil {
+	if b.logs, err = storage.OpenManager(b.dataDir, logger); err != nil {
 		return nil, err
 	}
-	if b.logs, err = storage.OpenManager(b.dataDir, logger); err != nil {
+	b.life = newLifecycle(b, time.Duration(b.cfg.Int64("broker.heartbeat.interval.ms"))*time.Millisecond)
+	if err := b.awaitQuorum(); err != nil {
 		return nil, err
 	}
 	if err := b.startReplicas(); err != nil {
@@ -288,7 +290,7 @@ func (b *Broker) startController() {
 		Combined:            b.node.Roles.Broker,
 		AdoptUnassigned:     b.node.Legacy,
 		AdoptEpoch:          b.adoptEpoch,
-		InterBrokerListener: b.node.InterBrokerListenerName,
+		InterBrokerListener: b.interBrokerListenerName(),
 		Logger:              b.logger,
 	})
 	b.goBackground(func() { b.ctrl.Run(b.ctx) })
@@ -297,9 +299,23 @@ func (b *Broker) startController() {
 	}
 }
 
+// interBrokerListenerName is the listener brokers reach each other on: the node's own, or
+// on a controller-only node inter.broker.listener.name (PLAINTEXT when unset), which its
+// controller needs to reach broker-only nodes as observers of the quorum.
+func (b *Broker) interBrokerListenerName() string {
+	if b.node.InterBrokerListenerName != "" {
+		return b.node.InterBrokerListenerName
+	}
+	if s := strings.TrimSpace(b.cfg.String("inter.broker.listener.name")); s != "" {
+		return strings.ToUpper(s)
+	}
+	return config.ProtocolPlaintext
+}
+
 // awaitQuorum opens the controller channel and, on a multi-node quorum, waits until an
 // active controller exists and this node's image holds the log it had at start (logging
-// while it waits); a node of another cluster fails here.
+// while it waits); a broker-only node registers first, so that the active controller
+// adds it to the quorum. A node of another cluster fails here.
 func (b *Broker) awaitQuorum() error {
 	if b.node.Legacy {
 		b.channel = localChannel{b.ctrl}
@@ -313,6 +329,14 @@ func (b *Broker) awaitQuorum() error {
 		id, _, ok := b.meta.Leader()
 		return id, ok
 	}, voters)
+	if !b.node.Roles.Controller {
+		// A broker-only node is an observer: the quorum's raft pushes the log to it, and
+		// the active controller adds it when it registers (Kafka's brokers register
+		// before they catch up too). Until then it knows no leader and has no image.
+		if err := b.life.register(b.ctx); err != nil {
+			return err
+		}
+	}
 	for {
 		ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
 		_, _, err := b.meta.WaitForLeader(ctx)
@@ -371,17 +395,18 @@ func (b *Broker) adoptEpoch(topic string, p int32) int32 {
 	return 0
 }
 
-// joinCluster registers with the controller, waits to be unfenced and heartbeats from
-// then on.
+// joinCluster registers with the controller (unless awaitQuorum did), waits to be
+// unfenced and heartbeats from then on.
 func (b *Broker) joinCluster() error {
-	b.life = newLifecycle(b, time.Duration(b.cfg.Int64("broker.heartbeat.interval.ms"))*time.Millisecond)
 	ctx, cancel := b.ctx, context.CancelFunc(func() {})
 	if b.node.Legacy { // its own controller answers at once
 		ctx, cancel = context.WithTimeout(b.ctx, startTimeout)
 	}
 	defer cancel()
-	if err := b.life.register(ctx); err != nil {
-		return err
+	if b.life.BrokerEpoch() < 0 {
+		if err := b.life.register(ctx); err != nil {
+			return err
+		}
 	}
 	if err := b.life.awaitUnfenced(ctx); err != nil {
 		return err

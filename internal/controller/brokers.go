@@ -107,6 +107,8 @@ func (c *Controller) admitObserver(ctx context.Context, b *metadata.BrokerRegist
 	}
 	e, ok := b.Endpoint(c.opts.InterBrokerListener)
 	if !ok {
+		c.log.Warn("cannot add a broker to the metadata quorum as an observer: it registered no endpoint on the inter-broker listener",
+			"broker", b.ID, "inter.broker.listener.name", c.opts.InterBrokerListener, "endpoints", fmt.Sprint(b.Endpoints))
 		return
 	}
 	addr := net.JoinHostPort(e.Host, strconv.Itoa(int(e.Port)))
