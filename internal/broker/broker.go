@@ -142,7 +142,8 @@ func New(cfg *config.Values, logger *slog.Logger, newMirrors NewMirrorsFunc) (*B
 	if b.logs, err = storage.OpenManager(b.dataDir, logger); err != nil {
 		return nil, err
 	}
-	b.life = newLifecycle(b, time.Duration(b.cfg.Int64("broker.heartbeat.interval.ms"))*time.Millisecond)
+	b.life = newLifecycle(b, time.Duration(b.cfg.Int64("broker.heartbeat.interval.ms"))*time.Millisecond,
+		time.Duration(b.cfg.Int64("broker.session.timeout.ms"))*time.Millisecond)
 	if err := b.awaitQuorum(); err != nil {
 		return nil, err
 	}

@@ -24,6 +24,7 @@ type lifecycle struct {
 	b           *Broker
 	incarnation metadata.TopicID
 	interval    time.Duration
+	session     time.Duration // broker.session.timeout.ms
 
 	mu        sync.Mutex
 	epoch     int64 // broker epoch; −1 until registered
@@ -34,11 +35,14 @@ type lifecycle struct {
 	lastError error
 }
 
-func newLifecycle(b *Broker, interval time.Duration) *lifecycle {
+func newLifecycle(b *Broker, interval, session time.Duration) *lifecycle {
 	if interval <= 0 {
 		interval = 2 * time.Second // broker.heartbeat.interval.ms
 	}
-	return &lifecycle{b: b, incarnation: metadata.NewTopicID(), interval: interval, epoch: -1, fenced: true,
+	if session <= 0 {
+		session = 9 * time.Second // broker.session.timeout.ms
+	}
+	return &lifecycle{b: b, incarnation: metadata.NewTopicID(), interval: interval, session: session, epoch: -1, fenced: true,
 		unfenced: make(chan struct{}), canStop: make(chan struct{})}
 }
 
@@ -50,8 +54,15 @@ func (lc *lifecycle) BrokerEpoch() int64 {
 }
 
 // register sends BrokerRegistration until the controller accepts it. A refusal that
-// retrying cannot change (another cluster ID, a duplicate node.id) is returned.
+// retrying cannot change is returned: another cluster ID, or a duplicate node.id that
+// lasts longer than a session. The controller refuses a registration with
+// DUPLICATE_BROKER_REGISTRATION while another incarnation of the node.id holds a live
+// session: that is this node's previous process, killed a moment ago, until its session
+// expires (broker.session.timeout.ms), or another live node with the same node.id, which
+// keeps its session; Kafka's brokers retry it, kmirror retries for a session timeout and
+// two heartbeat intervals, then refuses to start.
 func (lc *lifecycle) register(ctx context.Context) error {
+	var duplicateSince time.Time
 	req := kmsg.NewPtrBrokerRegistrationRequest()
 	req.BrokerID = lc.b.nodeID
 	req.ClusterID = lc.b.ClusterID()
@@ -79,7 +90,14 @@ func (lc *lifecycle) register(ctx context.Context) error {
 				lc.b.logger.Info("registered with the controller", "node.id", lc.b.nodeID, "brokerEpoch", r.BrokerEpoch)
 				return nil
 			case kerr.DuplicateBrokerRegistration.Code:
-				return fmt.Errorf("node.id %d: another broker is registered with that node.id and alive (two nodes with one node.id?)", lc.b.nodeID)
+				if duplicateSince.IsZero() {
+					duplicateSince = time.Now()
+					lc.b.logger.Info("the controller holds a live session for this node.id (this node's previous process, until its session expires, or another node with this node.id); retrying the registration",
+						"node.id", lc.b.nodeID, "broker.session.timeout.ms", lc.session.Milliseconds())
+				}
+				if time.Since(duplicateSince) > lc.session+2*lc.interval {
+					return fmt.Errorf("node.id %d: another broker is registered with that node.id and alive (two nodes with one node.id?)", lc.b.nodeID)
+				}
 			case kerr.InconsistentClusterID.Code:
 				return fmt.Errorf("the controller's cluster ID is not this node's %s (meta.properties in %s): this node was formatted for another cluster", req.ClusterID, lc.b.dataDir)
 			}
