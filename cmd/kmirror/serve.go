@@ -82,7 +82,8 @@ func newLogger(level string) (*slog.Logger, error) {
 }
 
 // runBroker starts a broker and serves until SIGINT/SIGTERM, then shuts down cleanly:
-// in-flight requests answered, logs flushed, checkpoints written.
+// in-flight requests answered, logs flushed, checkpoints written. A broker that stopped
+// serving by itself (Broker.Serve's error) is shut down too, and the error returned.
 func runBroker(cfg *config.Values, logger *slog.Logger) error {
 	b, err := node.New(cfg, logger)
 	if err != nil {
@@ -100,17 +101,18 @@ func runBroker(cfg *config.Values, logger *slog.Logger) error {
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	errc := make(chan error, 1)
 	go func() { errc <- b.Serve() }()
+	var failed error
 	select {
 	case s := <-sigs:
 		logger.Info("shutting down", "signal", s.String())
-	case err := <-errc:
-		if err != nil {
-			logger.Error("listener failed", "err", err)
+	case failed = <-errc:
+		if failed != nil {
+			logger.Error("stopping: the broker cannot serve", "err", failed)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	b.Shutdown(ctx)
 	logger.Info("shutdown complete")
-	return nil
+	return failed
 }

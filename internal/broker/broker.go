@@ -508,7 +508,10 @@ func newRequest(key int16) kmsg.Request {
 func (b *Broker) Addr() string { return net.JoinHostPort(b.host, strconv.Itoa(int(b.port))) }
 
 // Serve accepts client connections on the broker listeners New bound, until Shutdown; on a
-// controller-only node it waits for Shutdown.
+// controller-only node it waits for Shutdown. It returns the error of a listener that
+// failed, or the metadata quorum's when this node must stop serving (a node of another
+// cluster: metadata.Controller.Failed), after stopping the listeners; the caller then
+// calls Shutdown.
 func (b *Broker) Serve() error {
 	if b.logs != nil {
 		b.goBackground(func() {
@@ -524,20 +527,34 @@ func (b *Broker) Serve() error {
 	}
 	b.logger.Info(what, "node.id", b.nodeID, "process.roles", b.node.Roles.String(), "advertised", fmt.Sprint(b.endpoints),
 		"cluster.id", b.meta.Image().ClusterID, "log.dirs", b.dataDir)
-	if len(b.listeners) == 0 {
-		<-b.ctx.Done()
-		return nil
-	}
 	errc := make(chan error, len(b.listeners))
 	for _, l := range b.listeners {
 		go func() { errc <- l.server.Serve(l.ln) }()
 	}
 	var first error
-	for range b.listeners {
-		if err := <-errc; err != nil && first == nil {
+	stop := func(err error) {
+		if first == nil {
 			first = err
 			for _, l := range b.listeners {
 				l.server.Shutdown(context.Background())
+			}
+		}
+	}
+	failed, done := b.meta.Failed(), b.ctx.Done()
+	for pending := len(b.listeners); pending > 0 || (first == nil && len(b.listeners) == 0); {
+		select {
+		case err := <-errc:
+			pending--
+			if err != nil {
+				stop(err)
+			}
+		case <-failed:
+			failed = nil
+			stop(b.meta.Err())
+		case <-done:
+			done = nil
+			if len(b.listeners) == 0 {
+				return nil
 			}
 		}
 	}

@@ -65,7 +65,7 @@ func (lc *lifecycle) register(ctx context.Context) error {
 	var duplicateSince time.Time
 	req := kmsg.NewPtrBrokerRegistrationRequest()
 	req.BrokerID = lc.b.nodeID
-	req.ClusterID = lc.b.ClusterID()
+	req.ClusterID = lc.b.clusterID // meta.properties', checked by the controller
 	req.IncarnationID = lc.incarnation
 	req.PreviousBrokerEpoch = lc.b.logs.PreviousBrokerEpoch()
 	if lc.b.rack != "" {

@@ -202,6 +202,30 @@ func New(t testing.TB, s Spec) *Cluster {
 	return c
 }
 
+// NewNode returns a node that is not one of the cluster's nodes but is configured to join
+// it: node.id id, process.roles roles, new ports and directory, the cluster's voters and
+// extra props; it is neither formatted (Format) nor started, and is killed when the test
+// ends.
+func (c *Cluster) NewNode(id int32, roles string, extra map[string]string) *Node {
+	c.t.Helper()
+	ports := FreePorts(c.t, 2)
+	n := &Node{ID: id, Roles: roles, c: c, Dir: c.t.TempDir()}
+	if strings.Contains(roles, "broker") {
+		n.Addr = "127.0.0.1:" + strconv.Itoa(ports[0])
+	}
+	if strings.Contains(roles, "controller") {
+		n.CtrlAddr = "127.0.0.1:" + strconv.Itoa(ports[1])
+	}
+	n.Props = NodeProps(id, roles, n.Addr, n.CtrlAddr, c.Voters, filepath.Join(n.Dir, "data"), extra)
+	c.t.Cleanup(func() {
+		n.Kill()
+		if c.t.Failed() {
+			c.t.Logf("extra node %d (%s) log, last lines:\n%s", n.ID, n.Roles, tail(n.Log(), 40))
+		}
+	})
+	return n
+}
+
 // NodeProps is the server.properties of a node: its identity, listeners (PLAINTEXT on
 // addr, CONTROLLER on ctrl; either "" for a role without it), the voters and log
 // directory, then Defaults, then extra.
