@@ -7,8 +7,8 @@
 // (SIGTERM) and started again on its data and ports. Everything waits on conditions with
 // generous deadlines (Eventually), never on fixed sleeps.
 //
-// A test package using it calls Main from its TestMain, so that the built binary is
-// removed at the end.
+// A test package using it calls Main from its TestMain (or RemoveBin from its own), so
+// that the built binary is removed at the end.
 package clustertest
 
 import (
@@ -45,10 +45,15 @@ var (
 // Main runs the tests of a package and removes the binary Bin built.
 func Main(m *testing.M) {
 	code := m.Run()
+	RemoveBin()
+	os.Exit(code)
+}
+
+// RemoveBin removes the binary Bin built, for a TestMain of its own.
+func RemoveBin() {
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}
-	os.Exit(code)
 }
 
 // Bin returns the kmirror binary: KMIRROR_BIN if set, else ./cmd/kmirror built once per

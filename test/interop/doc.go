@@ -1,7 +1,9 @@
 // Package interop holds kmirror's interoperability suite against Apache Kafka 4.x: Kafka's
 // own command-line tools (run by class name from the jars that fetch-kafka.sh caches in
-// .cache/kafka-VERSION/libs) against in-process kmirror brokers, and mirroring from a real
-// single-node KRaft Apache Kafka broker into kmirror.
+// .cache/kafka-VERSION/libs) against in-process kmirror brokers and against clusters of
+// kmirror processes (internal/clustertest: any node serves the tools, a killed active
+// controller is replaced), and mirroring from a real single-node KRaft Apache Kafka broker
+// into kmirror.
 //
 // The tests run only with KMIRROR_INTEROP=1 (`make interop` sets it); otherwise each test
 // skips at once, so `go test ./...` stays fast and needs neither Java nor Maven. See

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kmirror/kmirror/internal/clustertest"
 	"github.com/kmirror/kmirror/internal/kafkaproc"
 )
 
@@ -37,6 +38,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	clustertest.RemoveBin()
 	if source != nil {
 		source.Stop()
 	}
