@@ -36,7 +36,8 @@ func topicGone(t *testing.T, c *clustertest.Cluster, topic string) {
 // through one is served with the same leaders by the other, records produced through one
 // are read through the other. kill -9 of the active controller (found with
 // DescribeQuorum) elects another, and topics are still created and deleted through
-// either broker; the killed controller rejoins.
+// either broker; the killed controller rejoins. A broker-only node killed and restarted
+// catches up and leads its partitions again.
 func TestFiveNodesControllerFailover(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Spec{Controllers: 3, Brokers: 2})
 	b4, b5 := c.Node(4), c.Node(5)
@@ -111,4 +112,15 @@ func TestFiveNodesControllerFailover(t *testing.T) {
 		return true, ""
 	})
 	createTopic(t, c, b4.Addr, "rejoined", 2)
+
+	// A broker-only node killed and started again follows the metadata log again (its
+	// local log replayed, as an observer) and leads its partitions again.
+	before := c.WaitLeaders("after")
+	b5.Kill()
+	b5.Start()
+	if got := c.WaitLeaders("after"); !slices.Equal(got, before) {
+		t.Fatalf("after broker 5 restarted, topic after is led by %v, before by %v", got, before)
+	}
+	createTopic(t, c, b5.Addr, "after-broker-restart", 2)
+	sameKeys(t, "records of topic after through broker 5 after its restart", consumeKeys(t, c, b5.Addr, "after", len(keys)), keys)
 }
