@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -310,13 +311,7 @@ func (n *Node) WriteConfig() {
 // Properties renders props as a server.properties file, keys sorted.
 func Properties(props map[string]string) string {
 	var b strings.Builder
-	for _, k := range slices.Sorted(func(yield func(string) bool) {
-		for k := range props {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, k := range slices.Sorted(maps.Keys(props)) {
 		fmt.Fprintf(&b, "%s=%s\n", k, props[k])
 	}
 	return b.String()
