@@ -685,7 +685,7 @@ func (b *Broker) Handle(ctx context.Context, req *wire.Request) kmsg.Response {
 	case *kmsg.DescribeProducersRequest:
 		return b.handleDescribeProducers(r)
 	case *kmsg.DescribeConfigsRequest:
-		return b.handleDescribeConfigs(r)
+		return b.handleDescribeConfigs(ctx, r)
 	case *kmsg.AlterConfigsRequest:
 		return b.handleAlterConfigs(ctx, r)
 	case *kmsg.IncrementalAlterConfigsRequest:

@@ -33,7 +33,7 @@ const (
 var staticOnlyBrokerKeys = map[string]bool{"node.id": true, "listeners": true, "advertised.listeners": true, "log.dirs": true, "log.dir": true,
 	"log.retention.minutes": true, "log.retention.hours": true, "log.roll.hours": true}
 
-func (b *Broker) handleDescribeConfigs(req *kmsg.DescribeConfigsRequest) kmsg.Response {
+func (b *Broker) handleDescribeConfigs(ctx context.Context, req *kmsg.DescribeConfigsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
 	for _, r := range req.Resources {
 		rr := kmsg.NewDescribeConfigsResponseResource()
@@ -74,7 +74,7 @@ func (b *Broker) handleDescribeConfigs(req *kmsg.DescribeConfigsRequest) kmsg.Re
 				}
 			}
 		case mirrorproto.ConfigResourceTypeClusterMirror:
-			cfgs, err := b.mirrors.DescribeMirrorConfigs(r.ResourceName)
+			cfgs, err := b.mirrors.DescribeMirrorConfigs(ctx, r.ResourceName)
 			if err != nil {
 				rr.ErrorCode, rr.ErrorMessage = mirrorErrorCode(err), strp(err.Error())
 				break

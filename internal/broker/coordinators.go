@@ -186,7 +186,7 @@ type Mirrors interface {
 	// CheckWrite reports whether a client write may touch a partition; the message
 	// follows POLICY_VIOLATION (spec §10).
 	CheckWrite(topic string, partition int32, op string) (bool, string)
-	DescribeMirrorConfigs(name string) ([]kmsg.DescribeConfigsResponseResourceConfig, error)
+	DescribeMirrorConfigs(ctx context.Context, name string) ([]kmsg.DescribeConfigsResponseResourceConfig, error)
 	AlterMirrorConfigs(ctx context.Context, name string, ops []kmsg.IncrementalAlterConfigsRequestResourceConfig, validateOnly bool) error
 	CreateClusterMirror(context.Context, *mirrorproto.CreateClusterMirrorRequest) *mirrorproto.CreateClusterMirrorResponse
 	StartMirrorTopics(context.Context, *mirrorproto.StartMirrorTopicsRequest) *mirrorproto.StartMirrorTopicsResponse

@@ -107,8 +107,9 @@ var applyErrorCodes = []struct {
 	{context.DeadlineExceeded, kerr.RequestTimedOut.Code},
 }
 
-// ApplyRecords applies a forwarded batch on the active controller. Errors in the
-// response: NOT_CONTROLLER, INVALID_REQUEST (an undecodable batch) and the codes of the
+// ApplyRecords applies a forwarded batch on the active controller; an empty batch writes
+// nothing and answers the offset of the active controller's image (metadata.Controller.
+// CatchUp). Errors in the response: NOT_CONTROLLER, INVALID_REQUEST (an undecodable batch) and the codes of the
 // metadata errors.
 func (c *Controller) ApplyRecords(ctx context.Context, req *ApplyRecordsRequest) *ApplyRecordsResponse {
 	resp := req.ResponseKind().(*ApplyRecordsResponse)

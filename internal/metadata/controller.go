@@ -445,6 +445,24 @@ func (c *Controller) forward(ctx context.Context, data []byte) (*Image, error) {
 	return c.Image(), nil
 }
 
+// CatchUp waits until the image includes every batch the active controller had applied
+// when CatchUp was called: a write acknowledged through another node is then visible here
+// (read-your-writes across nodes). The active controller's image is already current;
+// elsewhere CatchUp asks the active controller for its offset through Options.Forward
+// (an empty batch, which writes nothing). Errors: ErrNotController (no active controller
+// reachable), ctx.Err(), ErrClosed, or Err().
+func (c *Controller) CatchUp(ctx context.Context) error {
+	if c.IsLeader() {
+		return nil
+	}
+	data, err := encodeBatch(nil)
+	if err != nil {
+		return err
+	}
+	_, err = c.forward(ctx, data)
+	return err
+}
+
 // Subscribe returns a channel that receives a signal after every applied batch (and after a
 // snapshot is restored). It never blocks the controller: the buffer holds one signal and
 // later ones coalesce into it, so the receiver should call Image() on each signal. The

@@ -81,11 +81,10 @@ func (m *Manager) CheckWrite(topic string, partIdx int32, op string) (ok bool, m
 // 10): every mirror config with its value or default; secrets (sasl.jaas.config,
 // sasl.password, ssl.*password, inline keys) have a nil value and IsSensitive.
 // Errors: *mirrorproto.Error with UNKNOWN_CLUSTER_MIRROR.
-func (m *Manager) DescribeMirrorConfigs(name string) ([]kmsg.DescribeConfigsResponseResourceConfig, error) {
-	im := m.local.Metadata().Image()
-	mir, ok := im.Mirrors[name]
-	if !ok {
-		return nil, &mirrorproto.Error{Code: mirrorproto.UnknownClusterMirror, Message: fmt.Sprintf("cluster mirror %s does not exist", name)}
+func (m *Manager) DescribeMirrorConfigs(ctx context.Context, name string) ([]kmsg.DescribeConfigsResponseResourceConfig, error) {
+	_, mir, merr := m.lookupMirror(ctx, name, -1)
+	if merr != nil {
+		return nil, merr
 	}
 	raw := normalizeConfigs(mir.Configs)
 	var out []kmsg.DescribeConfigsResponseResourceConfig
@@ -167,10 +166,9 @@ func (m *Manager) checkSourceCluster(ctx context.Context, name string, cfg *mirr
 // answers with another cluster ID is refused (checkSourceCluster). Errors:
 // *mirrorproto.Error with UNKNOWN_CLUSTER_MIRROR or INVALID_CONFIG.
 func (m *Manager) AlterMirrorConfigs(ctx context.Context, name string, ops []kmsg.IncrementalAlterConfigsRequestResourceConfig, validateOnly bool) error {
-	im := m.local.Metadata().Image()
-	mir, ok := im.Mirrors[name]
-	if !ok {
-		return &mirrorproto.Error{Code: mirrorproto.UnknownClusterMirror, Message: fmt.Sprintf("cluster mirror %s does not exist", name)}
+	_, mir, merr := m.lookupMirror(ctx, name, -1)
+	if merr != nil {
+		return merr
 	}
 	invalid := func(format string, args ...any) error {
 		return &mirrorproto.Error{Code: kerr.InvalidConfig.Code, Message: fmt.Sprintf(format, args...)}

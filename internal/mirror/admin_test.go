@@ -122,7 +122,7 @@ func TestMirrorConfigs(t *testing.T) {
 	c, _ := newKfake(t)
 	e := newEnv(t)
 	e.createMirror("m1", c.ListenAddrs()[0], "sasl.password", "s3cret", "fetch.wait.max.ms", "200")
-	cfgs, err := e.m.DescribeMirrorConfigs("m1")
+	cfgs, err := e.m.DescribeMirrorConfigs(ctxT(e.t), "m1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func TestMirrorConfigs(t *testing.T) {
 	if got := e.local.Metadata().Image().Mirrors["m1"].Configs["fetch.max.bytes"]; got != "2048" {
 		t.Fatalf("stored fetch.max.bytes %q", got)
 	}
-	if _, err := e.m.DescribeMirrorConfigs("nope"); err == nil {
+	if _, err := e.m.DescribeMirrorConfigs(ctxT(e.t), "nope"); err == nil {
 		t.Fatal("unknown mirror described")
 	}
 }

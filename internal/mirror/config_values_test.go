@@ -116,7 +116,7 @@ func TestMirrorConfigStoredTrimmed(t *testing.T) {
 		t.Helper()
 		stored := e.local.Metadata().Image().Mirrors["m"].Configs
 		described := map[string]string{}
-		cfgs, err := e.m.DescribeMirrorConfigs("m")
+		cfgs, err := e.m.DescribeMirrorConfigs(ctxT(e.t), "m")
 		if err != nil {
 			t.Fatal(err)
 		}

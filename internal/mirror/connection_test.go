@@ -269,7 +269,7 @@ func TestMirrorConfigSecrets(t *testing.T) {
 	e := newEnv(t)
 	e.createMirror("m1", c.ListenAddrs()[0], "sasl.jaas.config", `x required username="u" password="SECRET-1";`,
 		"sasl.password", "SECRET-2", "ssl.key.password", "SECRET-3", "ssl.keystore.key", "SECRET-4", "mirror.sasl.username", "u")
-	cfgs, err := e.m.DescribeMirrorConfigs("m1")
+	cfgs, err := e.m.DescribeMirrorConfigs(ctxT(e.t), "m1")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,14 +34,41 @@ func svoMoved(svo int64, im *metadata.Image) bool {
 	return svo >= 0 && uint64(svo) < im.Offset
 }
 
-// mirrorAt returns the current image and the named mirror, or the error every mirror
-// operation answers first: UNKNOWN_CLUSTER_MIRROR, or INVALID_CLUSTER_MIRROR_STATES when
-// the metadata moved past StateValidationOffset svo (−1 skips the check).
-func (m *Manager) mirrorAt(name string, svo int64) (*metadata.Image, *metadata.Mirror, *mirrorproto.Error) {
+// image returns this node's metadata image, caught up with the active controller first
+// (metadata.Controller.CatchUp) when stale reports that it lacks what the request names:
+// a mirror created through one node a moment ago is then usable through every other.
+func (m *Manager) image(ctx context.Context, stale func(*metadata.Image) bool) *metadata.Image {
 	im := m.local.Metadata().Image()
+	if !stale(im) {
+		return im
+	}
+	if err := m.local.Metadata().CatchUp(ctx); err != nil {
+		m.log.Debug("metadata catch-up failed", "err", err)
+	}
+	return m.local.Metadata().Image()
+}
+
+// lookupMirror returns the current image and the named mirror, or UNKNOWN_CLUSTER_MIRROR;
+// the image is caught up first when it lacks the mirror or is older than offset minOffset
+// (−1: none), the StateValidationOffset a client read from another node.
+func (m *Manager) lookupMirror(ctx context.Context, name string, minOffset int64) (*metadata.Image, *metadata.Mirror, *mirrorproto.Error) {
+	im := m.image(ctx, func(im *metadata.Image) bool {
+		return im.Mirrors[name] == nil || (minOffset >= 0 && uint64(minOffset) > im.Offset)
+	})
 	mir, ok := im.Mirrors[name]
 	if !ok {
 		return nil, nil, &mirrorproto.Error{Code: mirrorproto.UnknownClusterMirror, Message: fmt.Sprintf("cluster mirror %s does not exist", name)}
+	}
+	return im, mir, nil
+}
+
+// mirrorAt is lookupMirror followed by the check every mirror operation answers next:
+// INVALID_CLUSTER_MIRROR_STATES when the metadata moved past StateValidationOffset svo
+// (−1 skips the check).
+func (m *Manager) mirrorAt(ctx context.Context, name string, svo int64) (*metadata.Image, *metadata.Mirror, *mirrorproto.Error) {
+	im, mir, merr := m.lookupMirror(ctx, name, svo)
+	if merr != nil {
+		return nil, nil, merr
 	}
 	if svoMoved(svo, im) {
 		return nil, nil, &mirrorproto.Error{Code: mirrorproto.InvalidClusterMirrorStates, Message: fmt.Sprintf("the mirror states changed since metadata offset %d", svo)}
@@ -156,7 +183,7 @@ func (m *Manager) StartMirrorTopics(ctx context.Context, req *mirrorproto.StartM
 		resp.ErrorMessage = strp(oneLine(fmt.Sprintf(format, args...)))
 		return resp
 	}
-	im, mir, merr := m.mirrorAt(req.MirrorName, req.StateValidationOffset)
+	im, mir, merr := m.mirrorAt(ctx, req.MirrorName, req.StateValidationOffset)
 	if merr != nil {
 		return fail(merr.Code, "%s", merr.Message)
 	}
@@ -467,7 +494,7 @@ func (m *Manager) StopMirrorTopics(ctx context.Context, req *mirrorproto.StopMir
 		resp.ErrorMessage = strp(oneLine(fmt.Sprintf(format, args...)))
 		return resp
 	}
-	im, mir, merr := m.mirrorAt(req.MirrorName, req.StateValidationOffset)
+	im, mir, merr := m.mirrorAt(ctx, req.MirrorName, req.StateValidationOffset)
 	if merr != nil {
 		return fail(merr.Code, "%s", merr.Message)
 	}
@@ -639,7 +666,7 @@ func (m *Manager) ResumeMirrorTopics(ctx context.Context, req *mirrorproto.Resum
 // check, record the new desired state.
 func (m *Manager) changeDesired(ctx context.Context, mirror string, names []string, svo int64, desired metadata.DesiredState,
 	check func(*metadata.Topic) error) (int16, *string, []mirrorproto.TopicResult) {
-	im, mir, merr := m.mirrorAt(mirror, svo)
+	im, mir, merr := m.mirrorAt(ctx, mirror, svo)
 	if merr != nil {
 		return merr.Code, strp(merr.Message), nil
 	}
@@ -684,7 +711,7 @@ func (m *Manager) DeleteClusterMirror(ctx context.Context, req *mirrorproto.Dele
 		resp.ErrorMessage = strp(oneLine(fmt.Sprintf(format, args...)))
 		return resp
 	}
-	im, mir, merr := m.mirrorAt(req.MirrorName, req.StateValidationOffset)
+	im, mir, merr := m.mirrorAt(ctx, req.MirrorName, req.StateValidationOffset)
 	if merr != nil {
 		return fail(merr.Code, "%s", merr.Message)
 	}
@@ -733,11 +760,10 @@ func (m *Manager) DeleteClusterMirror(ctx context.Context, req *mirrorproto.Dele
 // TOPIC_NOT_IN_CLUSTER_MIRROR.
 func (m *Manager) RecoverMirrorTopics(ctx context.Context, req *mirrorproto.RecoverMirrorTopicsRequest) *mirrorproto.RecoverMirrorTopicsResponse {
 	resp := &mirrorproto.RecoverMirrorTopicsResponse{Versioned: req.Versioned}
-	im := m.local.Metadata().Image()
-	mir, ok := im.Mirrors[req.MirrorName]
-	if !ok {
-		resp.ErrorCode = mirrorproto.UnknownClusterMirror
-		resp.ErrorMessage = strp(fmt.Sprintf("cluster mirror %s does not exist", req.MirrorName))
+	im, mir, merr := m.lookupMirror(ctx, req.MirrorName, -1)
+	if merr != nil {
+		resp.ErrorCode = merr.Code
+		resp.ErrorMessage = strp(merr.Message)
 		return resp
 	}
 	names := topicNames(req.Topics)
@@ -840,8 +866,15 @@ func (m *Manager) DescribeClusterMirrors(ctx context.Context, req *mirrorproto.D
 	resp := mirrorproto.NewDescribeClusterMirrorsResponse()
 	resp.Versioned = req.Versioned
 	resp.MaxRetryAttempts = m.config().RetryMaxAttempts
-	im := m.local.Metadata().Image()
 	names := req.MirrorNames
+	im := m.image(ctx, func(im *metadata.Image) bool {
+		for _, n := range names {
+			if im.Mirrors[n] == nil {
+				return true
+			}
+		}
+		return false
+	})
 	if len(names) == 0 {
 		for n := range im.Mirrors {
 			names = append(names, n)
