@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/kafka"
 	"github.com/kmirror/kmirror/internal/partition"
 	"github.com/kmirror/kmirror/internal/storage"
 )
@@ -168,7 +169,7 @@ func (b *Broker) fetchOnce(ctx context.Context, req *kmsg.FetchRequest, d *fetch
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
-			k := rangeKey{rt.Topic, rt.TopicID, rp.Partition}
+			k := kafka.TopicIDPartition{Topic: rt.Topic, TopicID: rt.TopicID, Partition: rp.Partition}
 			n, stop := b.fetchPartition(part, d, k, rp, readCommitted, maxBytes-total, total == 0, &sp)
 			total += n
 			anyError = anyError || stop
@@ -183,7 +184,7 @@ func (b *Broker) fetchOnce(ctx context.Context, req *kmsg.FetchRequest, d *fetch
 // whether the partition must be answered at once (error or diverging epoch). The
 // records are kept in d as a file range under k (read into a buffer when k has one
 // already: a partition listed twice).
-func (b *Broker) fetchPartition(part *partition.Partition, d *fetchData, k rangeKey, rp kmsg.FetchRequestTopicPartition, readCommitted bool, budget int, first bool, sp *kmsg.FetchResponseTopicPartition) (int, bool) {
+func (b *Broker) fetchPartition(part *partition.Partition, d *fetchData, k kafka.TopicIDPartition, rp kmsg.FetchRequestTopicPartition, readCommitted bool, budget int, first bool, sp *kmsg.FetchResponseTopicPartition) (int, bool) {
 	l := part.Log()
 	hw, lso := part.HighWatermarkAndLSO()
 	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = hw, lso, l.LogStartOffset()

@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/kafka"
 	"github.com/kmirror/kmirror/internal/metadata"
 	"github.com/kmirror/kmirror/internal/partition"
 	"github.com/kmirror/kmirror/internal/storage"
@@ -37,7 +38,7 @@ func TestFetchFromDeletedLogIsUnknownPartition(t *testing.T) {
 	rp := kmsg.NewFetchRequestTopicPartition()
 	rp.PartitionMaxBytes = 1 << 20
 	sp := kmsg.NewFetchResponseTopicPartition()
-	b.fetchPartition(part, &fetchData{}, rangeKey{}, rp, false, 1<<20, true, &sp)
+	b.fetchPartition(part, &fetchData{}, kafka.TopicIDPartition{}, rp, false, 1<<20, true, &sp)
 	if sp.ErrorCode != kerr.UnknownTopicOrPartition.Code {
 		t.Fatalf("error code %d (%v), want UNKNOWN_TOPIC_OR_PARTITION", sp.ErrorCode, kerr.ErrorForCode(sp.ErrorCode))
 	}

@@ -12,35 +12,28 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/kafka"
 	"github.com/kmirror/kmirror/internal/storage"
 	"github.com/kmirror/kmirror/internal/wire"
 )
-
-// rangeKey names a partition of a Fetch response: topic name (v4–12) or topic ID
-// (v13+; the other is empty) and partition.
-type rangeKey struct {
-	topic     string
-	topicID   [16]byte
-	partition int32
-}
 
 // fetchData holds what one Fetch response borrows: file ranges of the record batches
 // (one per partition with records) and pooled buffers of batches read into memory
 // (a partition listed twice, or the kmsg fallback), plus the encoding buffer.
 type fetchData struct {
 	bufs   fetchBufs
-	ranges map[rangeKey]storage.FileRange
+	ranges map[kafka.TopicIDPartition]storage.FileRange
 	enc    *[]byte
 }
 
 // addRange keeps r as the record batches of k; false (r not kept) when k has a range
 // already.
-func (d *fetchData) addRange(k rangeKey, r storage.FileRange) bool {
+func (d *fetchData) addRange(k kafka.TopicIDPartition, r storage.FileRange) bool {
 	if _, dup := d.ranges[k]; dup {
 		return false
 	}
 	if d.ranges == nil {
-		d.ranges = map[rangeKey]storage.FileRange{}
+		d.ranges = map[kafka.TopicIDPartition]storage.FileRange{}
 	}
 	d.ranges[k] = r
 	return true
@@ -51,7 +44,7 @@ func (d *fetchData) rangeOf(st *kmsg.FetchResponseTopic, sp *kmsg.FetchResponseT
 	if len(d.ranges) == 0 {
 		return storage.FileRange{}, false
 	}
-	r, ok := d.ranges[rangeKey{st.Topic, st.TopicID, sp.Partition}]
+	r, ok := d.ranges[kafka.TopicIDPartition{Topic: st.Topic, TopicID: st.TopicID, Partition: sp.Partition}]
 	return r, ok
 }
 

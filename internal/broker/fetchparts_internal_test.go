@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/kafka"
 	"github.com/kmirror/kmirror/internal/storage"
 	"github.com/kmirror/kmirror/internal/wire"
 )
@@ -37,7 +38,7 @@ func TestEncodeFetchPartsMatchesKmsg(t *testing.T) {
 				t.Fatalf("v%d: random response rejected by fetchPartsOK", version)
 			}
 			rangeOf := func(st *kmsg.FetchResponseTopic, sp *kmsg.FetchResponseTopicPartition) (storage.FileRange, bool) {
-				r, ok := ranges[rangeKey{st.Topic, st.TopicID, sp.Partition}]
+				r, ok := ranges[kafka.TopicIDPartition{Topic: st.Topic, TopicID: st.TopicID, Partition: sp.Partition}]
 				return r, ok
 			}
 			var prefix []byte
@@ -106,13 +107,13 @@ func TestFetchPartsOKRejects(t *testing.T) {
 
 // randomFetchResponse builds a response of version with random fields; about half of
 // the partitions with records get a range of f (whose bytes are file) instead.
-func randomFetchResponse(rng *rand.Rand, version int16, f *os.File, file []byte) (*kmsg.FetchResponse, map[rangeKey]storage.FileRange) {
+func randomFetchResponse(rng *rand.Rand, version int16, f *os.File, file []byte) (*kmsg.FetchResponse, map[kafka.TopicIDPartition]storage.FileRange) {
 	resp := kmsg.NewPtrFetchResponse()
 	resp.SetVersion(version)
 	resp.ThrottleMillis = rng.Int32()
 	resp.ErrorCode = int16(rng.IntN(100))
 	resp.SessionID = rng.Int32()
-	ranges := map[rangeKey]storage.FileRange{}
+	ranges := map[kafka.TopicIDPartition]storage.FileRange{}
 	for t := rng.IntN(4); t > 0; t-- {
 		st := kmsg.NewFetchResponseTopic()
 		if version <= 12 {
@@ -153,7 +154,7 @@ func randomFetchResponse(rng *rand.Rand, version int16, f *os.File, file []byte)
 				// Lengths across the uvarint size boundaries (127/128, 16383/16384, …).
 				n := []int64{1, 126, 127, 128, 16382, 16383, 16384, rng.Int64N(1 << 19)}[rng.IntN(8)]
 				pos := rng.Int64N(int64(len(file)) - n)
-				ranges[rangeKey{st.Topic, st.TopicID, sp.Partition}] = storage.FileRange{File: f, Pos: pos, Len: n, LastOffset: -1}
+				ranges[kafka.TopicIDPartition{Topic: st.Topic, TopicID: st.TopicID, Partition: sp.Partition}] = storage.FileRange{File: f, Pos: pos, Len: n, LastOffset: -1}
 				sp.RecordBatches = nil // ignored when a range is present
 			}
 			st.Partitions = append(st.Partitions, sp)

@@ -30,6 +30,7 @@ import (
 	"math/rand/v2"
 	"sync"
 
+	"github.com/kmirror/kmirror/internal/kafka"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -39,18 +40,10 @@ const (
 	fetchSessionEvictionMs = 120000
 )
 
-// sessionPartitionKey names a partition in a session: by topic ID in v13+ sessions,
-// by topic name before.
-type sessionPartitionKey struct {
-	topicID   [16]byte
-	topic     string
-	partition int32
-}
-
 // cachedPartition is Kafka's CachedPartition: the last fetch parameters the client
 // sent and the last high watermark and log start offset it was told.
 type cachedPartition struct {
-	key                sessionPartitionKey
+	key                kafka.TopicIDPartition
 	topic              string
 	topicID            [16]byte
 	fetchOffset        int64
@@ -104,11 +97,11 @@ const (
 	fetchSessionError
 )
 
-func partKey(usesTopicIDs bool, topic string, id [16]byte, p int32) sessionPartitionKey {
+func partKey(usesTopicIDs bool, topic string, id [16]byte, p int32) kafka.TopicIDPartition {
 	if usesTopicIDs {
-		return sessionPartitionKey{topicID: id, partition: p}
+		return kafka.TopicIDPartition{TopicID: id, Partition: p}
 	}
-	return sessionPartitionKey{topic: topic, partition: p}
+	return kafka.TopicIDPartition{Topic: topic, Partition: p}
 }
 
 // newContext is Kafka's FetchManager.newContext.
@@ -139,7 +132,7 @@ func (c *fetchSessionCache) newContext(req *kmsg.FetchRequest, nowMs int64) *fet
 		return &fetchContext{kind: fetchSessionError, errCode: kerr.FetchSessionTopicIDError.Code}
 	}
 	// Forget, then add or update (Kafka's FetchSession.update).
-	forget := map[sessionPartitionKey]bool{}
+	forget := map[kafka.TopicIDPartition]bool{}
 	for _, ft := range req.ForgottenTopics {
 		for _, p := range ft.Partitions {
 			forget[partKey(usesTopicIDs, ft.Topic, ft.TopicID, p)] = true
@@ -179,7 +172,7 @@ func nextFetchEpoch(e int32) int32 {
 	return e + 1
 }
 
-func (s *fetchSession) find(k sessionPartitionKey) *cachedPartition {
+func (s *fetchSession) find(k kafka.TopicIDPartition) *cachedPartition {
 	for _, cp := range s.parts {
 		if cp.key == k {
 			return cp
@@ -200,7 +193,7 @@ func (s *fetchSession) request(in *kmsg.FetchRequest) *kmsg.FetchRequest {
 			r.Topics = append(r.Topics, rt)
 		}
 		rp := kmsg.NewFetchRequestTopicPartition()
-		rp.Partition = cp.key.partition
+		rp.Partition = cp.key.Partition
 		rp.FetchOffset, rp.PartitionMaxBytes = cp.fetchOffset, cp.maxBytes
 		rp.CurrentLeaderEpoch, rp.LastFetchedEpoch = cp.currentLeaderEpoch, cp.lastFetchedEpoch
 		rp.LogStartOffset = -1

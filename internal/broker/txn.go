@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/internal/group"
+	"github.com/kmirror/kmirror/internal/kafka"
 	"github.com/kmirror/kmirror/internal/partition"
 	"github.com/kmirror/kmirror/internal/record"
 	"github.com/kmirror/kmirror/internal/storage"
@@ -173,7 +174,7 @@ func (b *Broker) handleWriteTxnMarkers(req *kmsg.WriteTxnMarkersRequest) kmsg.Re
 				rp := kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
 				rp.Partition = p
 				m := txn.Marker{ProducerID: wm.ProducerID, ProducerEpoch: wm.ProducerEpoch, CoordinatorEpoch: wm.CoordinatorEpoch,
-					Commit: wm.Committed, Partition: txn.TopicPartition{Topic: wt.Topic, Partition: p}}
+					Commit: wm.Committed, Partition: kafka.TopicPartition{Topic: wt.Topic, Partition: p}}
 				if _, err := b.leader(wt.Topic, p); err != nil {
 					rp.ErrorCode = partitionError(err).Code
 				} else if err := b.appendMarker(m); errors.Is(err, txn.ErrPartitionGone) {
@@ -194,7 +195,7 @@ func (b *Broker) handleWriteTxnMarkers(req *kmsg.WriteTxnMarkersRequest) kmsg.Re
 // the coordinator of transactional ID id, holds tp and is ongoing (Kafka 3.6+'s
 // transaction verification). A coordinator on another broker is asked with
 // AddPartitionsToTxn v4 VerifyOnly first; errors are the coordinator's Kafka errors.
-func (b *Broker) verifyTxn(id string, pid int64, epoch int16, tp txn.TopicPartition, appendFn func()) *kerr.Error {
+func (b *Broker) verifyTxn(id string, pid int64, epoch int16, tp kafka.TopicPartition, appendFn func()) *kerr.Error {
 	n := b.internalPartitions(txn.TopicName)
 	coord, _ := b.currentLeader(txn.TopicName, txn.PartitionFor(id, n))
 	if coord == b.nodeID || coord < 0 || id == "" {
@@ -260,7 +261,7 @@ func txnErrorCode(e *kerr.Error, version, fencedFrom int16) int16 {
 // the producer's Ongoing transaction (INVALID_TXN_STATE otherwise, INVALID_PRODUCER_EPOCH
 // for a stale epoch).
 func (b *Broker) produceTransactional(transactionalID string, topic string, partition int32, batch record.Batch, appendFn func()) (*kerr.Error, string) {
-	e := b.verifyTxn(transactionalID, batch.ProducerID(), batch.ProducerEpoch(), txn.TopicPartition{Topic: topic, Partition: partition}, appendFn)
+	e := b.verifyTxn(transactionalID, batch.ProducerID(), batch.ProducerEpoch(), kafka.TopicPartition{Topic: topic, Partition: partition}, appendFn)
 	if e == kerr.InvalidTxnState {
 		return e, "the partition was not added to an ongoing transaction of this producer"
 	}
@@ -274,14 +275,14 @@ func (b *Broker) handleAddPartitionsToTxn(req *kmsg.AddPartitionsToTxnRequest) k
 	}
 	// KafkaApis.handleAddPartitionsToTxnRequest: invalid partitions fail the request,
 	// the others get OPERATION_NOT_ATTEMPTED.
-	codes := map[txn.TopicPartition]int16{}
-	var parts []txn.TopicPartition
+	codes := map[kafka.TopicPartition]int16{}
+	var parts []kafka.TopicPartition
 	failed := false
 	im := b.meta.Image()
 	for _, rt := range req.Topics {
 		t := im.Topics[rt.Topic]
 		for _, p := range rt.Partitions {
-			tp := txn.TopicPartition{Topic: rt.Topic, Partition: p}
+			tp := kafka.TopicPartition{Topic: rt.Topic, Partition: p}
 			parts = append(parts, tp)
 			switch {
 			case t == nil || p < 0 || p >= t.Partitions:
@@ -308,7 +309,7 @@ func (b *Broker) handleAddPartitionsToTxn(req *kmsg.AddPartitionsToTxnRequest) k
 		for _, p := range rt.Partitions {
 			sp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
 			sp.Partition, sp.ErrorCode = p, code
-			if c, ok := codes[txn.TopicPartition{Topic: rt.Topic, Partition: p}]; ok {
+			if c, ok := codes[kafka.TopicPartition{Topic: rt.Topic, Partition: p}]; ok {
 				sp.ErrorCode = c
 			}
 			st.Partitions = append(st.Partitions, sp)
@@ -332,7 +333,7 @@ func (b *Broker) verifyPartitionsInTxn(req *kmsg.AddPartitionsToTxnRequest, resp
 			for _, p := range tt.Partitions {
 				rp := kmsg.NewAddPartitionsToTxnResponseTransactionTopicPartition()
 				rp.Partition = p
-				tp := txn.TopicPartition{Topic: tt.Topic, Partition: p}
+				tp := kafka.TopicPartition{Topic: tt.Topic, Partition: p}
 				var e *kerr.Error
 				switch {
 				case !tx.VerifyOnly:
@@ -376,7 +377,7 @@ func (b *Broker) handleEndTxn(req *kmsg.EndTxnRequest) kmsg.Response {
 // transaction coordinator has verified that the transaction holds that partition.
 func (b *Broker) handleTxnOffsetCommit(req *kmsg.TxnOffsetCommitRequest) kmsg.Response {
 	verify := func(appendFn func()) int16 {
-		tp := txn.TopicPartition{Topic: group.TopicName, Partition: b.groups.PartitionFor(req.Group)}
+		tp := kafka.TopicPartition{Topic: group.TopicName, Partition: b.groups.PartitionFor(req.Group)}
 		if e := b.verifyTxn(req.TransactionalID, req.ProducerID, req.ProducerEpoch, tp, appendFn); e != nil {
 			return e.Code
 		}

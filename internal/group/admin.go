@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/kafka"
 	"github.com/kmirror/kmirror/internal/record"
 )
 
@@ -176,7 +177,7 @@ func (c *Coordinator) deleteGroup(id string) int16 {
 	default:
 		return errNonEmptyGroup
 	}
-	all := make(map[tp]offsetEntry, len(g.offsets))
+	all := make(map[kafka.TopicPartition]offsetEntry, len(g.offsets))
 	for k, o := range g.offsets {
 		all[k] = o
 	}
@@ -194,8 +195,8 @@ func (c *Coordinator) deleteGroup(id string) int16 {
 		return storeErrorCode(err)
 	}
 	g.stopTimers()
-	g.offsets = make(map[tp]offsetEntry)
-	g.pendingTxn = make(map[int64]map[tp]offsetEntry)
+	g.offsets = make(map[kafka.TopicPartition]offsetEntry)
+	g.pendingTxn = make(map[int64]map[kafka.TopicPartition]offsetEntry)
 	g.transition(Dead)
 	c.removeGroup(g)
 	c.log.Info("deleted group", "group", id, "offsets", len(recs)-1)
@@ -243,10 +244,10 @@ func (c *Coordinator) CommittedOffsets(groupID string) map[string]map[int32]Offs
 	}
 	out := make(map[string]map[int32]Offset)
 	for k, o := range g.offsets {
-		if out[k.topic] == nil {
-			out[k.topic] = make(map[int32]Offset)
+		if out[k.Topic] == nil {
+			out[k.Topic] = make(map[int32]Offset)
 		}
-		out[k.topic][k.partition] = o.Offset
+		out[k.Topic][k.Partition] = o.Offset
 	}
 	return out
 }
@@ -279,13 +280,13 @@ func (c *Coordinator) SyncOffsets(groupID string, offsets map[string]map[int32]O
 	}
 	now := nowMs()
 	var recs []record.KV
-	entries := make(map[tp]offsetEntry)
+	entries := make(map[kafka.TopicPartition]offsetEntry)
 	for topic, parts := range offsets {
 		for p, o := range parts {
 			if o.CommitTimestampMs == 0 {
 				o.CommitTimestampMs = now
 			}
-			k := tp{topic, p}
+			k := kafka.TopicPartition{Topic: topic, Partition: p}
 			e := offsetEntry{Offset: o, expireMs: -1}
 			entries[k] = e
 			recs = append(recs, offsetRecord(g.id, k, e))
@@ -317,16 +318,16 @@ func (c *Coordinator) ListGroupIDs() []string {
 	return ids
 }
 
-func sortedTPs(m map[tp]offsetEntry) []tp {
-	out := make([]tp, 0, len(m))
+func sortedTPs(m map[kafka.TopicPartition]offsetEntry) []kafka.TopicPartition {
+	out := make([]kafka.TopicPartition, 0, len(m))
 	for k := range m {
 		out = append(out, k)
 	}
 	sort.Slice(out, func(i, j int) bool {
-		if out[i].topic != out[j].topic {
-			return out[i].topic < out[j].topic
+		if out[i].Topic != out[j].Topic {
+			return out[i].Topic < out[j].Topic
 		}
-		return out[i].partition < out[j].partition
+		return out[i].Partition < out[j].Partition
 	})
 	return out
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kmirror/kmirror/internal/kafka"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -64,11 +65,6 @@ func (s State) String() string {
 type protocol struct {
 	name     string
 	metadata []byte
-}
-
-type tp struct {
-	topic     string
-	partition int32
 }
 
 // offsetEntry is a committed (or pending transactional) offset; expireMs is the v1
@@ -178,11 +174,11 @@ type group struct {
 	syncTimer    *time.Timer
 	syncSeq      uint64
 
-	offsets map[tp]offsetEntry
+	offsets map[kafka.TopicPartition]offsetEntry
 	// pendingTxn holds the offsets of TxnOffsetCommits by producer ID until that
 	// producer's COMMIT or ABORT marker lands in the group's partition (Kafka's
 	// GroupMetadata.pendingTransactionalOffsetCommits).
-	pendingTxn map[int64]map[tp]offsetEntry
+	pendingTxn map[int64]map[kafka.TopicPartition]offsetEntry
 	// subscribed is the union of the consumer members' subscribed topics, computed at
 	// each generation for protocol type "consumer"; nil when unknown.
 	subscribed map[string]bool
@@ -198,14 +194,14 @@ func newGroup(id string, partition int32, now int64) *group {
 		static:      make(map[string]string),
 		pending:     make(map[string]*time.Timer),
 		pendingSync: make(map[string]bool),
-		offsets:     make(map[tp]offsetEntry),
-		pendingTxn:  make(map[int64]map[tp]offsetEntry),
+		offsets:     make(map[kafka.TopicPartition]offsetEntry),
+		pendingTxn:  make(map[int64]map[kafka.TopicPartition]offsetEntry),
 	}
 }
 
 // hasPendingTxn reports whether a transaction holds a pending offset of t
 // (GroupMetadata.hasPendingOffsetCommitsForTopicPartition).
-func (g *group) hasPendingTxn(t tp) bool {
+func (g *group) hasPendingTxn(t kafka.TopicPartition) bool {
 	for _, offs := range g.pendingTxn {
 		if _, ok := offs[t]; ok {
 			return true
@@ -217,7 +213,7 @@ func (g *group) hasPendingTxn(t tp) bool {
 // deleteOffset applies an offset tombstone of t: the committed offset and the pending
 // transactional offsets of t go (Kafka 4's OffsetMetadataManager.replay, which loading
 // follows too).
-func (g *group) deleteOffset(t tp) {
+func (g *group) deleteOffset(t kafka.TopicPartition) {
 	delete(g.offsets, t)
 	for pid, offs := range g.pendingTxn {
 		delete(offs, t)

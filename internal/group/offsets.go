@@ -6,6 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/kafka"
 	"github.com/kmirror/kmirror/internal/record"
 )
 
@@ -60,7 +61,7 @@ func (c *Coordinator) OffsetCommit(_ context.Context, req *kmsg.OffsetCommitRequ
 	}
 	type commit struct {
 		i, j int
-		t    tp
+		t    kafka.TopicPartition
 		e    offsetEntry
 	}
 	var commits []commit
@@ -85,7 +86,7 @@ func (c *Coordinator) OffsetCommit(_ context.Context, req *kmsg.OffsetCommitRequ
 			if req.Version == 1 && p.Timestamp >= 0 {
 				e.CommitTimestampMs = p.Timestamp
 			}
-			commits = append(commits, commit{i, j, tp{t.Topic, p.Partition}, e})
+			commits = append(commits, commit{i, j, kafka.TopicPartition{Topic: t.Topic, Partition: p.Partition}, e})
 		}
 	}
 	if len(commits) == 0 {
@@ -267,8 +268,8 @@ func (c *Coordinator) fetchOffsets(groupID string, topics []fetchTopic, all, sta
 	if e != 0 {
 		return e, nil
 	}
-	var offs map[tp]offsetEntry
-	unstable := func(tp) bool { return false }
+	var offs map[kafka.TopicPartition]offsetEntry
+	unstable := func(kafka.TopicPartition) bool { return false }
 	if g != nil {
 		g.mu.Lock()
 		defer g.mu.Unlock()
@@ -279,25 +280,25 @@ func (c *Coordinator) fetchOffsets(groupID string, topics []fetchTopic, all, sta
 			}
 		}
 	}
-	fetched := func(t tp) fetchedPartition {
+	fetched := func(t kafka.TopicPartition) fetchedPartition {
 		if unstable(t) {
-			return fetchedPartition{partition: t.partition, Offset: Offset{Offset: -1, LeaderEpoch: -1}, err: errUnstableOffsetCommit}
+			return fetchedPartition{partition: t.Partition, Offset: Offset{Offset: -1, LeaderEpoch: -1}, err: errUnstableOffsetCommit}
 		}
 		o, ok := offs[t]
 		if !ok {
 			o.Offset = Offset{Offset: -1, LeaderEpoch: -1}
 		}
-		return fetchedPartition{partition: t.partition, Offset: o.Offset}
+		return fetchedPartition{partition: t.Partition, Offset: o.Offset}
 	}
 	if all {
 		byTopic := make(map[string]int)
 		var out []fetchedTopic
 		for _, t := range sortedTPs(offs) {
-			i, ok := byTopic[t.topic]
+			i, ok := byTopic[t.Topic]
 			if !ok {
 				i = len(out)
-				byTopic[t.topic] = i
-				out = append(out, fetchedTopic{topic: t.topic})
+				byTopic[t.Topic] = i
+				out = append(out, fetchedTopic{topic: t.Topic})
 			}
 			out[i].partitions = append(out[i].partitions, fetched(t))
 		}
@@ -307,7 +308,7 @@ func (c *Coordinator) fetchOffsets(groupID string, topics []fetchTopic, all, sta
 	for _, t := range topics {
 		ft := fetchedTopic{topic: t.topic}
 		for _, p := range t.partitions {
-			ft.partitions = append(ft.partitions, fetched(tp{t.topic, p}))
+			ft.partitions = append(ft.partitions, fetched(kafka.TopicPartition{Topic: t.topic, Partition: p}))
 		}
 		out = append(out, ft)
 	}
@@ -348,7 +349,7 @@ func (c *Coordinator) OffsetDelete(_ context.Context, req *kmsg.OffsetDeleteRequ
 	}
 	codes := make([][]int16, len(req.Topics))
 	var recs []record.KV
-	var removed []tp
+	var removed []kafka.TopicPartition
 	for i, t := range req.Topics {
 		codes[i] = make([]int16, len(t.Partitions))
 		for j, p := range t.Partitions {
@@ -358,7 +359,7 @@ func (c *Coordinator) OffsetDelete(_ context.Context, req *kmsg.OffsetDeleteRequ
 			case !g.is(Empty) && g.isSubscribedTo(t.Topic):
 				codes[i][j] = errGroupSubscribedToTopic
 			default:
-				k := tp{t.Topic, p.Partition}
+				k := kafka.TopicPartition{Topic: t.Topic, Partition: p.Partition}
 				if _, ok := g.offsets[k]; ok {
 					recs = append(recs, offsetTombstone(g.id, k))
 					removed = append(removed, k)
@@ -403,10 +404,10 @@ func (c *Coordinator) expireOffsets(now int64) {
 			g.mu.Unlock()
 			continue
 		}
-		var expired []tp
+		var expired []kafka.TopicPartition
 		expiredBy := func(base func(offsetEntry) int64, subscribed map[string]bool) {
 			for k, o := range g.offsets {
-				if (subscribed != nil && subscribed[k.topic]) || g.hasPendingTxn(k) {
+				if (subscribed != nil && subscribed[k.Topic]) || g.hasPendingTxn(k) {
 					continue
 				}
 				if o.expireMs >= 0 {

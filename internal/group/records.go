@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/kafka"
 	"github.com/kmirror/kmirror/internal/record"
 )
 
@@ -22,12 +23,12 @@ const (
 	groupValueVersion  = 3
 )
 
-func offsetKey(group string, t tp) []byte {
-	k := kmsg.OffsetCommitKey{Version: offsetKeyVersion, Group: group, Topic: t.topic, Partition: t.partition}
+func offsetKey(group string, t kafka.TopicPartition) []byte {
+	k := kmsg.OffsetCommitKey{Version: offsetKeyVersion, Group: group, Topic: t.Topic, Partition: t.Partition}
 	return k.AppendTo(nil)
 }
 
-func offsetRecord(group string, t tp, o offsetEntry) record.KV {
+func offsetRecord(group string, t kafka.TopicPartition, o offsetEntry) record.KV {
 	v := kmsg.NewOffsetCommitValue()
 	v.Version = offsetValueVersion
 	v.Offset = o.Offset.Offset
@@ -41,7 +42,7 @@ func offsetRecord(group string, t tp, o offsetEntry) record.KV {
 	return record.KV{Key: offsetKey(group, t), Value: v.AppendTo(nil)}
 }
 
-func offsetTombstone(group string, t tp) record.KV {
+func offsetTombstone(group string, t kafka.TopicPartition) record.KV {
 	return record.KV{Key: offsetKey(group, t)}
 }
 
@@ -124,14 +125,14 @@ func storeErrorCode(err error) int16 {
 // COMMIT marker (which makes those not older than the committed ones the committed
 // offsets) or ABORT marker (which drops them).
 type loadState struct {
-	offsets map[string]map[tp]offsetEntry
-	pending map[int64]map[string]map[tp]offsetEntry // producer ID → group → partition
+	offsets map[string]map[kafka.TopicPartition]offsetEntry
+	pending map[int64]map[string]map[kafka.TopicPartition]offsetEntry // producer ID → group → partition
 	groups  map[string]*kmsg.GroupMetadataValue
 	skipped int
 }
 
 func newLoadState() *loadState {
-	return &loadState{offsets: make(map[string]map[tp]offsetEntry), pending: make(map[int64]map[string]map[tp]offsetEntry),
+	return &loadState{offsets: make(map[string]map[kafka.TopicPartition]offsetEntry), pending: make(map[int64]map[string]map[kafka.TopicPartition]offsetEntry),
 		groups: make(map[string]*kmsg.GroupMetadataValue)}
 }
 
@@ -152,7 +153,7 @@ func (s *loadState) apply(b record.Batch) error {
 				for t, e := range offs {
 					if cur, ok := s.offsets[id][t]; !ok || cur.batchOffset < e.batchOffset {
 						if s.offsets[id] == nil {
-							s.offsets[id] = make(map[tp]offsetEntry)
+							s.offsets[id] = make(map[kafka.TopicPartition]offsetEntry)
 						}
 						s.offsets[id][t] = e
 					}
@@ -186,7 +187,7 @@ func (s *loadState) applyRecord(base int64, txn bool, pid int64, key, value []by
 			s.skipped++
 			return
 		}
-		t := tp{k.Topic, k.Partition}
+		t := kafka.TopicPartition{Topic: k.Topic, Partition: k.Partition}
 		if value == nil {
 			if txn {
 				delete(s.pending[pid][k.Group], t)
@@ -217,12 +218,12 @@ func (s *loadState) applyRecord(base int64, txn bool, pid int64, key, value []by
 		if txn {
 			m = s.pending[pid]
 			if m == nil {
-				m = make(map[string]map[tp]offsetEntry)
+				m = make(map[string]map[kafka.TopicPartition]offsetEntry)
 				s.pending[pid] = m
 			}
 		}
 		if m[k.Group] == nil {
-			m[k.Group] = make(map[tp]offsetEntry)
+			m[k.Group] = make(map[kafka.TopicPartition]offsetEntry)
 		}
 		m[k.Group][t] = e
 	case 2:
@@ -316,7 +317,7 @@ func (s *loadState) build(c *Coordinator) (map[string]*group, map[int64][]string
 			}
 			g := get(id)
 			if g.pendingTxn == nil {
-				g.pendingTxn = make(map[int64]map[tp]offsetEntry)
+				g.pendingTxn = make(map[int64]map[kafka.TopicPartition]offsetEntry)
 			}
 			g.pendingTxn[pid] = offs
 			open[pid] = append(open[pid], id)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/kafka"
 	"github.com/kmirror/kmirror/internal/record"
 )
 
@@ -75,7 +76,7 @@ func (c *Coordinator) TxnOffsetCommit(_ context.Context, req *kmsg.TxnOffsetComm
 	now := nowMs()
 	type commit struct {
 		i, j int
-		t    tp
+		t    kafka.TopicPartition
 		e    offsetEntry
 	}
 	var commits []commit
@@ -95,7 +96,7 @@ func (c *Coordinator) TxnOffsetCommit(_ context.Context, req *kmsg.TxnOffsetComm
 				if req.Version >= 2 {
 					le = p.LeaderEpoch
 				}
-				commits = append(commits, commit{i, j, tp{t.Topic, p.Partition},
+				commits = append(commits, commit{i, j, kafka.TopicPartition{Topic: t.Topic, Partition: p.Partition},
 					offsetEntry{Offset: Offset{Offset: p.Offset, LeaderEpoch: le, Metadata: meta, CommitTimestampMs: now}, expireMs: -1}})
 			}
 		}
@@ -133,7 +134,7 @@ func (c *Coordinator) TxnOffsetCommit(_ context.Context, req *kmsg.TxnOffsetComm
 		}
 		pending := g.pendingTxn[req.ProducerID]
 		if pending == nil {
-			pending = make(map[tp]offsetEntry)
+			pending = make(map[kafka.TopicPartition]offsetEntry)
 			g.pendingTxn[req.ProducerID] = pending
 		}
 		for _, cm := range commits {

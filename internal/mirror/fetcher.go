@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/kafka"
 	"github.com/kmirror/kmirror/internal/metadata"
 	"github.com/kmirror/kmirror/internal/mirrorproto"
 )
@@ -135,7 +136,7 @@ func (f *fetcher) fetchOnce(ctx context.Context, ps []*partition, pre *prefetch)
 		return false, nil
 	}
 	var resp *kmsg.FetchResponse
-	var offsets map[fetchKey]int64
+	var offsets map[kafka.TopicPartition]int64
 	if pre.valid(src, ps) {
 		resp, offsets = pre.wait(ctx, f)
 		if ctx.Err() != nil {
@@ -195,7 +196,7 @@ func (f *fetcher) fetchOnce(ctx context.Context, ps []*partition, pre *prefetch)
 	}
 	total := 0
 	ok := true
-	idx.each(resp, func(p *partition, k fetchKey, rp *kmsg.FetchResponseTopicPartition) bool {
+	idx.each(resp, func(p *partition, k kafka.TopicPartition, rp *kmsg.FetchResponseTopicPartition) bool {
 		total += len(rp.RecordBatches)
 		if rp.ErrorCode != 0 {
 			f.r.fetchErrors.Add(1)
@@ -288,15 +289,15 @@ func (p *partition) raiseNeeded() bool {
 // name.
 type fetchIndex struct {
 	byID         map[metadata.TopicID]string
-	parts        map[fetchKey]*partition
+	parts        map[kafka.TopicPartition]*partition
 	anyThrottled bool
 }
 
 func newFetchIndex(ps []*partition) fetchIndex {
-	x := fetchIndex{byID: make(map[metadata.TopicID]string, len(ps)), parts: make(map[fetchKey]*partition, len(ps))}
+	x := fetchIndex{byID: make(map[metadata.TopicID]string, len(ps)), parts: make(map[kafka.TopicPartition]*partition, len(ps))}
 	for _, p := range ps {
 		x.byID[p.topicID] = p.topic
-		x.parts[fetchKey{p.topic, p.index}] = p
+		x.parts[kafka.TopicPartition{Topic: p.topic, Partition: p.index}] = p
 		x.anyThrottled = x.anyThrottled || p.throttled.Load()
 	}
 	return x
@@ -304,7 +305,7 @@ func newFetchIndex(ps []*partition) fetchIndex {
 
 // each calls fn for every partition of resp that is one of the fetch's, in response
 // order, until fn returns false; it reports whether it went through all of them.
-func (x fetchIndex) each(resp *kmsg.FetchResponse, fn func(p *partition, k fetchKey, rp *kmsg.FetchResponseTopicPartition) bool) bool {
+func (x fetchIndex) each(resp *kmsg.FetchResponse, fn func(p *partition, k kafka.TopicPartition, rp *kmsg.FetchResponseTopicPartition) bool) bool {
 	for i := range resp.Topics {
 		rt := &resp.Topics[i]
 		name := rt.Topic
@@ -313,7 +314,7 @@ func (x fetchIndex) each(resp *kmsg.FetchResponse, fn func(p *partition, k fetch
 		}
 		for j := range rt.Partitions {
 			rp := &rt.Partitions[j]
-			k := fetchKey{name, rp.Partition}
+			k := kafka.TopicPartition{Topic: name, Partition: rp.Partition}
 			if p := x.parts[k]; p != nil && !fn(p, k, rp) {
 				return false
 			}
@@ -325,7 +326,7 @@ func (x fetchIndex) each(resp *kmsg.FetchResponse, fn func(p *partition, k fetch
 // throttledBytes sums the record bytes of resp's throttled partitions.
 func (x fetchIndex) throttledBytes(resp *kmsg.FetchResponse) int {
 	n := 0
-	x.each(resp, func(p *partition, _ fetchKey, rp *kmsg.FetchResponseTopicPartition) bool {
+	x.each(resp, func(p *partition, _ kafka.TopicPartition, rp *kmsg.FetchResponseTopicPartition) bool {
 		if p.throttled.Load() {
 			n += len(rp.RecordBatches)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/internal/group"
+	"github.com/kmirror/kmirror/internal/kafka"
 	"github.com/kmirror/kmirror/internal/metadata"
 	"github.com/kmirror/kmirror/internal/mirrorproto"
 	replica "github.com/kmirror/kmirror/internal/partition"
@@ -65,12 +66,6 @@ type Options struct {
 	Config BrokerConfig
 }
 
-// tp names a partition of a topic.
-type tp struct {
-	topic     string
-	partition int32
-}
-
 // Manager runs Cluster Mirroring on the destination broker (spec sections 3–8): the
 // mirror RPCs, one runner per mirror (source metadata, the partition state machine),
 // the fetchers, and the partition states in __mirror_state.
@@ -88,7 +83,7 @@ type Manager struct {
 
 	mu      sync.Mutex
 	mirrors map[string]*mirrorRT
-	parts   map[tp]*partition // the mirror partitions this broker leads
+	parts   map[kafka.TopicPartition]*partition // the mirror partitions this broker leads
 	started bool
 
 	// leadership is signalled when this broker's partition leaderships change
@@ -108,7 +103,7 @@ func NewManager(opts Options) *Manager {
 		local: opts.Local, log: lg.With("component", "mirror"), cfg: cfg,
 		throttle: &throttle{},
 		ctx:      ctx, cancel: cancel,
-		mirrors: map[string]*mirrorRT{}, parts: map[tp]*partition{}, leadership: make(chan struct{}, 1),
+		mirrors: map[string]*mirrorRT{}, parts: map[kafka.TopicPartition]*partition{}, leadership: make(chan struct{}, 1),
 	}
 	m.store.local = opts.Local
 	m.setLive(cfg)
@@ -219,7 +214,7 @@ func (m *Manager) reconcile() {
 			m.mirrors[name] = newMirrorRT(m, name)
 		}
 	}
-	want := map[tp]bool{}
+	want := map[kafka.TopicPartition]bool{}
 	var missing []*partition // led here, not yet known: their states are read below
 	for _, t := range im.Topics {
 		if t.Mirror == nil {
@@ -230,7 +225,7 @@ func (m *Manager) reconcile() {
 		}
 		throttled := t.Configs[cfgThrottledReplicas]
 		for i := int32(0); i < t.Partitions; i++ {
-			k := tp{t.Name, i}
+			k := kafka.TopicPartition{Topic: t.Name, Partition: i}
 			if !m.local.Leads(t.Name, i) {
 				continue // its leader runs it
 			}
@@ -281,9 +276,9 @@ func (m *Manager) takeOver(im *metadata.Image, ps []*partition) {
 		initPartition(p, st)
 		t := im.Topics[p.topic]
 		m.mu.Lock()
-		if cur := m.parts[tp{p.topic, p.index}]; cur == nil && t != nil && t.ID == p.topicID && m.local.Leads(p.topic, p.index) {
+		if cur := m.parts[kafka.TopicPartition{Topic: p.topic, Partition: p.index}]; cur == nil && t != nil && t.ID == p.topicID && m.local.Leads(p.topic, p.index) {
 			p.throttled.Store(isThrottledReplica(t.Configs[cfgThrottledReplicas], p.index, m.local.NodeID()))
-			m.parts[tp{p.topic, p.index}] = p
+			m.parts[kafka.TopicPartition{Topic: p.topic, Partition: p.index}] = p
 		}
 		m.mu.Unlock()
 	}
@@ -336,7 +331,7 @@ func (m *Manager) topicPartitions(topic string) []*partition {
 	defer m.mu.Unlock()
 	var out []*partition
 	for k, p := range m.parts {
-		if k.topic == topic {
+		if k.Topic == topic {
 			out = append(out, p)
 		}
 	}
@@ -347,7 +342,7 @@ func (m *Manager) topicPartitions(topic string) []*partition {
 func (m *Manager) partitionOf(topic string, idx int32) *partition {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.parts[tp{topic, idx}]
+	return m.parts[kafka.TopicPartition{Topic: topic, Partition: idx}]
 }
 
 func (m *Manager) runner(name string) *mirrorRT {

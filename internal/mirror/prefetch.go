@@ -5,16 +5,11 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/kafka"
 	"github.com/kmirror/kmirror/internal/metadata"
 	"github.com/kmirror/kmirror/internal/mirrorproto"
 	"github.com/kmirror/kmirror/internal/record"
 )
-
-// fetchKey names one partition of a fetch by topic name.
-type fetchKey struct {
-	topic string
-	part  int32
-}
 
 // fetchPos is where a partition's next fetch starts: FetchOffset and LastFetchedEpoch.
 type fetchPos struct {
@@ -32,7 +27,7 @@ type fetchPos struct {
 type prefetch struct {
 	src     *source
 	pos     map[*partition]fetchPos
-	offsets map[fetchKey]int64
+	offsets map[kafka.TopicPartition]int64
 	done    chan struct{}
 	resp    *kmsg.FetchResponse
 	buf     []byte // holds resp's record batches
@@ -42,7 +37,7 @@ type prefetch struct {
 // buildFetch builds a Fetch for ps at pos (nil: at each local LEO and last fetched
 // epoch). It returns nil when no partition can be fetched; noIDs is true when a topic
 // has no topic ID (the request must then be v12 or lower, addressing topics by name).
-func (f *fetcher) buildFetch(cfg *mirrorConfig, ps []*partition, pos map[*partition]fetchPos) (req *kmsg.FetchRequest, noIDs bool, offsets map[fetchKey]int64, used map[*partition]fetchPos) {
+func (f *fetcher) buildFetch(cfg *mirrorConfig, ps []*partition, pos map[*partition]fetchPos) (req *kmsg.FetchRequest, noIDs bool, offsets map[kafka.TopicPartition]int64, used map[*partition]fetchPos) {
 	req = kmsg.NewPtrFetchRequest()
 	req.ReplicaID = -1
 	req.ReplicaState.ID = -1
@@ -51,7 +46,7 @@ func (f *fetcher) buildFetch(cfg *mirrorConfig, ps []*partition, pos map[*partit
 	req.MaxBytes = cfg.fetchRespMax
 	req.IsolationLevel = 0
 	req.SessionEpoch = -1
-	offsets = map[fetchKey]int64{}
+	offsets = map[kafka.TopicPartition]int64{}
 	used = map[*partition]fetchPos{}
 	topicIdx := map[string]int{}
 	for _, p := range ps {
@@ -87,7 +82,7 @@ func (f *fetcher) buildFetch(cfg *mirrorConfig, ps []*partition, pos map[*partit
 		rp.LogStartOffset = -1
 		rp.PartitionMaxBytes = cfg.fetchMaxBytes
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
-		offsets[fetchKey{p.topic, p.index}] = fp.offset
+		offsets[kafka.TopicPartition{Topic: p.topic, Partition: p.index}] = fp.offset
 		used[p] = fp
 	}
 	if len(req.Topics) == 0 {
@@ -117,7 +112,7 @@ func (f *fetcher) startPrefetch(ctx context.Context, cfg *mirrorConfig, src *sou
 	for p, fp := range reqPos {
 		pos[p] = fp
 	}
-	usual := idx.each(resp, func(p *partition, _ fetchKey, rp *kmsg.FetchResponseTopicPartition) bool {
+	usual := idx.each(resp, func(p *partition, _ kafka.TopicPartition, rp *kmsg.FetchResponseTopicPartition) bool {
 		fp := reqPos[p]
 		if rp.ErrorCode != 0 || (rp.DivergingEpoch.Epoch >= 0 && rp.DivergingEpoch.EndOffset >= 0) ||
 			rp.LogStartOffset > fp.offset {
@@ -196,7 +191,7 @@ func (p *partition) atPos(want fetchPos) bool {
 
 // wait returns the prefetched response, or nil when the request failed (counted and
 // logged here; the caller fetches again sequentially, on a new connection) or ctx ended.
-func (pf *prefetch) wait(ctx context.Context, f *fetcher) (*kmsg.FetchResponse, map[fetchKey]int64) {
+func (pf *prefetch) wait(ctx context.Context, f *fetcher) (*kmsg.FetchResponse, map[kafka.TopicPartition]int64) {
 	select {
 	case <-ctx.Done():
 		return nil, nil

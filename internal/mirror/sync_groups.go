@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/kmirror/kmirror/internal/group"
+	"github.com/kmirror/kmirror/internal/kafka"
 	"github.com/kmirror/kmirror/internal/metadata"
 	"github.com/kmirror/kmirror/internal/mirrorproto"
 	replica "github.com/kmirror/kmirror/internal/partition"
@@ -91,8 +92,8 @@ func activeOnDestination(state string, exists bool) bool {
 // mirroringPartitions are the partitions of this mirror that are MIRRORING: those this
 // broker leads by their state, the others by their persisted state at their coordinator
 // (the group offset task runs on the mirror's coordinator, whichever broker leads them).
-func (r *mirrorRT) mirroringPartitions() map[tp]bool {
-	out := map[tp]bool{}
+func (r *mirrorRT) mirroringPartitions() map[kafka.TopicPartition]bool {
+	out := map[kafka.TopicPartition]bool{}
 	im := r.m.local.Metadata().Image()
 	for _, t := range im.MirrorTopics(r.name) {
 		if t.Mirror.Desired != metadata.DesiredMirroring {
@@ -100,7 +101,7 @@ func (r *mirrorRT) mirroringPartitions() map[tp]bool {
 		}
 		for i, st := range r.m.clusterStates(r.ctx, t) {
 			if st == mirrorproto.StateMirroring {
-				out[tp{t.Name, int32(i)}] = true
+				out[kafka.TopicPartition{Topic: t.Name, Partition: int32(i)}] = true
 			}
 		}
 	}
@@ -108,7 +109,7 @@ func (r *mirrorRT) mirroringPartitions() map[tp]bool {
 }
 
 // syncGroup writes one group's source offsets to its coordinator on this cluster.
-func (r *mirrorRT) syncGroup(ctx context.Context, coord group.Access, id string, fetched kadm.OffsetResponses, mirroring map[tp]bool) error {
+func (r *mirrorRT) syncGroup(ctx context.Context, coord group.Access, id string, fetched kadm.OffsetResponses, mirroring map[kafka.TopicPartition]bool) error {
 	state, exists, err := coord.GroupState(ctx, id)
 	if err != nil {
 		return fmt.Errorf("describe group %s on this cluster: %w", id, err)
@@ -129,7 +130,7 @@ func (r *mirrorRT) syncGroup(ctx context.Context, coord group.Access, id string,
 	n := 0
 	for topic, parts := range fetched {
 		for part, o := range parts {
-			if o.Err != nil || o.At < 0 || !mirroring[tp{topic, part}] {
+			if o.Err != nil || o.At < 0 || !mirroring[kafka.TopicPartition{Topic: topic, Partition: part}] {
 				continue
 			}
 			bounds, err := r.m.local.Bounds(ctx, topic, part)

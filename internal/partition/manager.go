@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/kmirror/kmirror/internal/kafka"
 	"github.com/kmirror/kmirror/internal/metadata"
 	"github.com/kmirror/kmirror/internal/storage"
 )
@@ -60,7 +61,7 @@ type ReplicaManager struct {
 // hosted is one immutable view: the image last applied and the partitions hosted.
 type hosted struct {
 	im    *metadata.Image
-	parts map[storage.TopicPartition]*Partition
+	parts map[kafka.TopicPartition]*Partition
 }
 
 // NewReplicaManager returns a manager with no partitions; Apply gives it some.
@@ -71,7 +72,7 @@ func NewReplicaManager(opts Options) *ReplicaManager {
 	}
 	rm := &ReplicaManager{opts: opts, log: l.With("component", "replica-manager")}
 	rm.state.Store(&hosted{im: &metadata.Image{Topics: map[string]*metadata.Topic{}, TopicsByID: map[metadata.TopicID]*metadata.Topic{}},
-		parts: map[storage.TopicPartition]*Partition{}})
+		parts: map[kafka.TopicPartition]*Partition{}})
 	return rm
 }
 
@@ -80,7 +81,7 @@ func (rm *ReplicaManager) Image() *metadata.Image { return rm.state.Load().im }
 
 // Get returns the hosted partition topic/p, nil when this broker hosts no replica of it.
 func (rm *ReplicaManager) Get(topic string, p int32) *Partition {
-	return rm.state.Load().parts[storage.TopicPartition{Topic: topic, Partition: p}]
+	return rm.state.Load().parts[kafka.TopicPartition{Topic: topic, Partition: p}]
 }
 
 // Partitions returns every hosted partition, sorted by topic and index.
@@ -108,7 +109,7 @@ func (rm *ReplicaManager) Leader(topic string, p int32) (*Partition, error) {
 	if t == nil || t.Partition(p) == nil {
 		return nil, ErrUnknownTopicOrPartition
 	}
-	part := h.parts[storage.TopicPartition{Topic: topic, Partition: p}]
+	part := h.parts[kafka.TopicPartition{Topic: topic, Partition: p}]
 	if part == nil || !part.IsLeader() {
 		return nil, ErrNotLeader
 	}
@@ -216,7 +217,7 @@ func (rm *ReplicaManager) Apply(im *metadata.Image) error {
 		}
 		for i, reg := range t.Registrations {
 			p := int32(i)
-			tp := storage.TopicPartition{Topic: name, Partition: p}
+			tp := kafka.TopicPartition{Topic: name, Partition: p}
 			if reg.Assigned() && !reg.HasReplica(rm.opts.NodeID) {
 				continue
 			}

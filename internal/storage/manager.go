@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/kmirror/kmirror/internal/kafka"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -24,12 +25,6 @@ const (
 	partitionMetadataFile   = "partition.metadata"
 )
 
-// TopicPartition names one partition.
-type TopicPartition struct {
-	Topic     string
-	Partition int32
-}
-
 // Manager owns one log directory (Apache Kafka's LogManager): the partition logs in it,
 // the recovery-point and log-start checkpoints and the clean-shutdown marker.
 type Manager struct {
@@ -37,10 +32,10 @@ type Manager struct {
 	logger *slog.Logger
 
 	mu            sync.Mutex
-	logs          map[TopicPartition]*Log
-	clean         bool                     // the previous shutdown was clean
-	recoveryPts   map[TopicPartition]int64 // from the checkpoint, used only after a clean shutdown
-	logStarts     map[TopicPartition]int64
+	logs          map[kafka.TopicPartition]*Log
+	clean         bool                           // the previous shutdown was clean
+	recoveryPts   map[kafka.TopicPartition]int64 // from the checkpoint, used only after a clean shutdown
+	logStarts     map[kafka.TopicPartition]int64
 	checkpointsMu sync.Mutex
 	// brokerEpoch is written into the clean-shutdown marker (SetBrokerEpoch);
 	// prevEpoch is the one read from it at open, −1 when none.
@@ -64,7 +59,7 @@ func OpenManager(dir string, logger *slog.Logger) (*Manager, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	m := &Manager{dir: dir, logger: logger, logs: map[TopicPartition]*Log{}, brokerEpoch: -1, prevEpoch: -1}
+	m := &Manager{dir: dir, logger: logger, logs: map[kafka.TopicPartition]*Log{}, brokerEpoch: -1, prevEpoch: -1}
 	marker := filepath.Join(dir, cleanShutdownFile)
 	m.clean = fileExists(marker)
 	if data, err := os.ReadFile(marker); err == nil && len(data) > 0 {
@@ -77,11 +72,11 @@ func OpenManager(dir string, logger *slog.Logger) (*Manager, error) {
 	if m.recoveryPts, err = readOffsetsCheckpoint(filepath.Join(dir, recoveryPointCheckpoint)); err != nil {
 		logger.Warn("ignoring unreadable checkpoint", "err", err)
 		m.clean = false
-		m.recoveryPts = map[TopicPartition]int64{}
+		m.recoveryPts = map[kafka.TopicPartition]int64{}
 	}
 	if m.logStarts, err = readOffsetsCheckpoint(filepath.Join(dir, logStartCheckpoint)); err != nil {
 		logger.Warn("ignoring unreadable checkpoint", "err", err)
-		m.logStarts = map[TopicPartition]int64{}
+		m.logStarts = map[kafka.TopicPartition]int64{}
 	}
 	if m.clean {
 		if err := os.Remove(marker); err != nil {
@@ -97,8 +92,8 @@ func OpenManager(dir string, logger *slog.Logger) (*Manager, error) {
 }
 
 // partitionDir is <dir>/<topic>-<partition>.
-func (m *Manager) partitionDir(tp TopicPartition) string {
-	return filepath.Join(m.dir, fmt.Sprintf("%s-%d", tp.Topic, tp.Partition))
+func (m *Manager) partitionDir(tp kafka.TopicPartition) string {
+	return filepath.Join(m.dir, tp.String())
 }
 
 // Open opens (recovering) or creates the log of topic/partition in
@@ -106,7 +101,7 @@ func (m *Manager) partitionDir(tp TopicPartition) string {
 // base64url topic ID, Kafka's PartitionMetadataFile); an existing one must carry the
 // same topic ID. Opening an already open partition returns it.
 func (m *Manager) Open(topic string, partition int32, topicID [16]byte, cfg Config) (*Log, error) {
-	tp := TopicPartition{topic, partition}
+	tp := kafka.TopicPartition{Topic: topic, Partition: partition}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if l := m.logs[tp]; l != nil {
@@ -177,11 +172,11 @@ func parsePartitionMetadata(data []byte) ([16]byte, error) {
 func (m *Manager) Get(topic string, partition int32) *Log {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.logs[TopicPartition{topic, partition}]
+	return m.logs[kafka.TopicPartition{Topic: topic, Partition: partition}]
 }
 
 // Has reports whether the log of tp is open or its directory exists.
-func (m *Manager) Has(tp TopicPartition) bool {
+func (m *Manager) Has(tp kafka.TopicPartition) bool {
 	m.mu.Lock()
 	open := m.logs[tp] != nil
 	m.mu.Unlock()
@@ -190,7 +185,7 @@ func (m *Manager) Has(tp TopicPartition) bool {
 
 // Delete closes the log of topic/partition and removes its directory (open or not).
 func (m *Manager) Delete(topic string, partition int32) error {
-	tp := TopicPartition{topic, partition}
+	tp := kafka.TopicPartition{Topic: topic, Partition: partition}
 	m.mu.Lock()
 	l := m.logs[tp]
 	delete(m.logs, tp)
@@ -209,12 +204,12 @@ func (m *Manager) Delete(topic string, partition int32) error {
 
 // Existing lists the partition directories (<topic>-<partition>) found in the log
 // directory, sorted.
-func (m *Manager) Existing() ([]TopicPartition, error) {
+func (m *Manager) Existing() ([]kafka.TopicPartition, error) {
 	ents, err := os.ReadDir(m.dir)
 	if err != nil {
 		return nil, err
 	}
-	var out []TopicPartition
+	var out []kafka.TopicPartition
 	for _, e := range ents {
 		if !e.IsDir() {
 			continue
@@ -228,7 +223,7 @@ func (m *Manager) Existing() ([]TopicPartition, error) {
 		if err != nil || p < 0 {
 			continue
 		}
-		out = append(out, TopicPartition{name[:i], int32(p)})
+		out = append(out, kafka.TopicPartition{Topic: name[:i], Partition: int32(p)})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Topic != out[j].Topic {
@@ -239,10 +234,10 @@ func (m *Manager) Existing() ([]TopicPartition, error) {
 	return out, nil
 }
 
-func (m *Manager) openLogs() map[TopicPartition]*Log {
+func (m *Manager) openLogs() map[kafka.TopicPartition]*Log {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make(map[TopicPartition]*Log, len(m.logs))
+	out := make(map[kafka.TopicPartition]*Log, len(m.logs))
 	for tp, l := range m.logs {
 		out[tp] = l
 	}
@@ -293,7 +288,7 @@ func (m *Manager) RunBackground(ctx context.Context, retentionCheckMs, flushChec
 
 // writeCheckpoints writes log-start-offset-checkpoint for logs and, when withRecovery is
 // set (at Close, after every log is closed and so flushed), recovery-point-offset-checkpoint.
-func (m *Manager) writeCheckpoints(logs map[TopicPartition]*Log, withRecovery bool) error {
+func (m *Manager) writeCheckpoints(logs map[kafka.TopicPartition]*Log, withRecovery bool) error {
 	m.checkpointsMu.Lock()
 	defer m.checkpointsMu.Unlock()
 	var starts, points []string
@@ -335,7 +330,7 @@ func (m *Manager) writeCheckpoints(logs map[TopicPartition]*Log, withRecovery bo
 func (m *Manager) Close() error {
 	m.mu.Lock()
 	logs := m.logs
-	m.logs = map[TopicPartition]*Log{}
+	m.logs = map[kafka.TopicPartition]*Log{}
 	m.mu.Unlock()
 	var first error
 	for _, l := range logs {
@@ -372,19 +367,19 @@ func (m *Manager) SetBrokerEpoch(epoch int64) {
 func (m *Manager) PreviousBrokerEpoch() int64 { return m.prevEpoch }
 
 // readOffsetsCheckpoint reads a "<topic> <partition> <offset>" checkpoint file.
-func readOffsetsCheckpoint(path string) (map[TopicPartition]int64, error) {
+func readOffsetsCheckpoint(path string) (map[kafka.TopicPartition]int64, error) {
 	lines, err := readCheckpoint(path, 3)
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[TopicPartition]int64, len(lines))
+	out := make(map[kafka.TopicPartition]int64, len(lines))
 	for _, f := range lines {
 		p, err1 := strconv.ParseInt(f[1], 10, 32)
 		o, err2 := strconv.ParseInt(f[2], 10, 64)
 		if err1 != nil || err2 != nil {
 			return nil, fmt.Errorf("%s: malformed line %v", path, f)
 		}
-		out[TopicPartition{f[0], int32(p)}] = o
+		out[kafka.TopicPartition{Topic: f[0], Partition: int32(p)}] = o
 	}
 	return out, nil
 }

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"github.com/kmirror/kmirror/internal/kafka"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,7 +37,7 @@ func TestManager(t *testing.T) {
 		t.Fatal(err)
 	}
 	ex, err := m.Existing()
-	if err != nil || len(ex) != 2 || ex[0] != (TopicPartition{"orders", 3}) || ex[1] != (TopicPartition{"other.topic-x", 0}) {
+	if err != nil || len(ex) != 2 || ex[0] != (kafka.TopicPartition{Topic: "orders", Partition: 3}) || ex[1] != (kafka.TopicPartition{Topic: "other.topic-x", Partition: 0}) {
 		t.Fatalf("Existing %v %v", ex, err)
 	}
 	if err := m.Close(); err != nil {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/kmirror/kmirror/internal/kafka"
 	"github.com/kmirror/kmirror/internal/record"
 )
 
@@ -38,7 +39,7 @@ type Marker struct {
 	ProducerEpoch    int16
 	CoordinatorEpoch int32
 	Commit           bool
-	Partition        TopicPartition
+	Partition        kafka.TopicPartition
 }
 
 // MarkerWriter writes one COMMIT or ABORT control batch to a partition as its leader

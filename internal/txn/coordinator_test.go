@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/internal/group"
+	"github.com/kmirror/kmirror/internal/kafka"
 )
 
 // TestTxnElectionAndResignation: a transactional ID of a partition never elected gets
@@ -52,7 +53,7 @@ func TestTxnElectionAndResignation(t *testing.T) {
 	}
 	pid, epoch := mustInit(t, c, id)
 
-	wantKerr(t, "AddPartitions", c.AddPartitions(id, pid, epoch, []TopicPartition{{"data", 0}}), nil)
+	wantKerr(t, "AddPartitions", c.AddPartitions(id, pid, epoch, []kafka.TopicPartition{{Topic: "data", Partition: 0}}), nil)
 	c.OnResignation(1, 4)
 	wantKerr(t, "EndTxn after resignation", c.EndTxn(id, pid, epoch, true), kerr.NotCoordinator)
 	if d := c.Describe(id); d.ErrorCode != kerr.NotCoordinator.Code {
@@ -88,7 +89,7 @@ func TestTxnElectionAndResignation(t *testing.T) {
 	if d := c.Describe(id); d.ErrorCode != 0 || d.State != "CompleteCommit" {
 		t.Fatalf("Describe after a reload: %+v", d)
 	}
-	wantKerr(t, "AddPartitions after the reload", c.AddPartitions(id, pid, epoch, []TopicPartition{{"data", 1}}), nil)
+	wantKerr(t, "AddPartitions after the reload", c.AddPartitions(id, pid, epoch, []kafka.TopicPartition{{Topic: "data", Partition: 1}}), nil)
 	wantKerr(t, "EndTxn after the reload", c.EndTxn(id, pid, epoch, false), nil)
 	if ce, ok := markerEpoch(e, "data", 1, pid); !ok || ce != 6 {
 		t.Fatalf("marker coordinator epoch %d (found %v) after the reload, want 6", ce, ok)
@@ -103,7 +104,7 @@ func TestTxnPreparedCompletedAtLoad(t *testing.T) {
 	e.start(true, 0)
 	id := idOn("prep", 0)
 	pid, epoch := mustInit(t, e.txns, id)
-	wantKerr(t, "AddPartitions", e.txns.AddPartitions(id, pid, epoch, []TopicPartition{{"data", 0}}), nil)
+	wantKerr(t, "AddPartitions", e.txns.AddPartitions(id, pid, epoch, []kafka.TopicPartition{{Topic: "data", Partition: 0}}), nil)
 	e.failMarkers.Store(true)
 	wantKerr(t, "EndTxn", e.txns.EndTxn(id, pid, epoch, true), nil)
 	if d := e.txns.Describe(id); d.State != "PrepareCommit" {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/kafka"
 	"github.com/kmirror/kmirror/internal/record"
 )
 
@@ -91,7 +92,7 @@ func decodeRecord(key, value []byte) (string, *snapshot, error) {
 	}
 	for _, t := range v.Topics {
 		for _, p := range t.Partitions {
-			s.partitions = append(s.partitions, TopicPartition{t.Topic, p})
+			s.partitions = append(s.partitions, kafka.TopicPartition{Topic: t.Topic, Partition: p})
 		}
 	}
 	return k.TransactionalID, s, nil

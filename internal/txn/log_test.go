@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/kmirror/kmirror/internal/group"
+	"github.com/kmirror/kmirror/internal/kafka"
 )
 
 // TestPartitionForMatchesGroupHash: transactional IDs map to partitions with the same
@@ -25,7 +26,7 @@ func TestPartitionForMatchesGroupHash(t *testing.T) {
 // partitions grouped by topic; a nil value is a tombstone.
 func TestRecordRoundTrip(t *testing.T) {
 	s := snapshot{producerID: 7, producerEpoch: 3, timeoutMs: 60000, state: PrepareCommit,
-		partitions: []TopicPartition{{"a", 0}, {"a", 2}, {"b", 1}}, lastUpdateMs: 1234, startMs: 1000}
+		partitions: []kafka.TopicPartition{{Topic: "a", Partition: 0}, {Topic: "a", Partition: 2}, {Topic: "b", Partition: 1}}, lastUpdateMs: 1234, startMs: 1000}
 	id, got, err := decodeRecord(keyBytes("tx"), valueBytes(s))
 	if err != nil {
 		t.Fatal(err)

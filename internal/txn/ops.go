@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/kmirror/kmirror/internal/group"
+	"github.com/kmirror/kmirror/internal/kafka"
 )
 
 func nowMs() int64 { return time.Now().UnixMilli() }
@@ -62,7 +63,7 @@ func (c *Coordinator) getOrCreate(id string, timeoutMs int32) (*txnMetadata, *ke
 			}
 			t = &txnMetadata{id: id, coordEpoch: part.epoch, txnFields: txnFields{producerID: pid, lastProducerID: -1,
 				producerEpoch: noProducerEpoch, lastProducerEpoch: noProducerEpoch, timeoutMs: timeoutMs,
-				state: Empty, startMs: -1, lastUpdateMs: nowMs(), partitions: map[TopicPartition]struct{}{}}}
+				state: Empty, startMs: -1, lastUpdateMs: nowMs(), partitions: map[kafka.TopicPartition]struct{}{}}}
 			part.txns[id] = t
 			c.byPID[pid] = t
 		}
@@ -155,7 +156,7 @@ func (c *Coordinator) InitProducerID(id string, timeoutMs int32, expectedPID int
 				t.lastProducerEpoch = t.producerEpoch
 			}
 			t.producerID, t.producerEpoch = pid, 0
-			t.timeoutMs, t.state, t.startMs, t.partitions = timeoutMs, Empty, -1, map[TopicPartition]struct{}{}
+			t.timeoutMs, t.state, t.startMs, t.partitions = timeoutMs, Empty, -1, map[kafka.TopicPartition]struct{}{}
 		})
 		if err != nil {
 			return -1, -1, c.storeError(t, err)
@@ -175,7 +176,7 @@ func (c *Coordinator) InitProducerID(id string, timeoutMs int32, expectedPID int
 	}
 	err := c.transitLocked(t, func() {
 		t.producerEpoch, t.lastProducerEpoch = newEpoch, newLast
-		t.timeoutMs, t.state, t.startMs, t.partitions = timeoutMs, Empty, -1, map[TopicPartition]struct{}{}
+		t.timeoutMs, t.state, t.startMs, t.partitions = timeoutMs, Empty, -1, map[kafka.TopicPartition]struct{}{}
 	})
 	if err != nil {
 		return -1, -1, c.storeError(t, err)
@@ -218,7 +219,7 @@ func (c *Coordinator) lockProducer(id string, pid int64, epoch int16) (*txnMetad
 // the transaction becomes Ongoing with the partitions added. Errors: INVALID_REQUEST,
 // NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, INVALID_PRODUCER_ID_MAPPING,
 // PRODUCER_FENCED, CONCURRENT_TRANSACTIONS, COORDINATOR_NOT_AVAILABLE.
-func (c *Coordinator) AddPartitions(id string, pid int64, epoch int16, parts []TopicPartition) *kerr.Error {
+func (c *Coordinator) AddPartitions(id string, pid int64, epoch int16, parts []kafka.TopicPartition) *kerr.Error {
 	t, e := c.lockProducer(id, pid, epoch)
 	if e != nil {
 		return e
@@ -244,7 +245,7 @@ func (c *Coordinator) AddPartitions(id string, pid int64, epoch int16, parts []T
 	err := c.transitLocked(t, func() {
 		if t.state != Ongoing {
 			t.startMs = nowMs()
-			t.partitions = map[TopicPartition]struct{}{}
+			t.partitions = map[kafka.TopicPartition]struct{}{}
 		}
 		t.state = Ongoing
 		for _, tp := range parts {
@@ -264,7 +265,7 @@ func (c *Coordinator) AddOffsets(id string, pid int64, epoch int16, groupID stri
 	if groupID == "" {
 		return kerr.InvalidGroupID
 	}
-	return c.AddPartitions(id, pid, epoch, []TopicPartition{{group.TopicName, c.opts.Groups.PartitionFor(groupID)}})
+	return c.AddPartitions(id, pid, epoch, []kafka.TopicPartition{{Topic: group.TopicName, Partition: c.opts.Groups.PartitionFor(groupID)}})
 }
 
 // WithTxnOffsetCommit runs appendFn — the group coordinator appending a
@@ -294,7 +295,7 @@ func (c *Coordinator) WithTxnOffsetCommit(id string, pid int64, epoch int16, off
 	if t.producerEpoch != epoch {
 		return kerr.InvalidProducerEpoch
 	}
-	if _, ok := t.partitions[TopicPartition{group.TopicName, offsetsPartition}]; !ok || t.state != Ongoing {
+	if _, ok := t.partitions[kafka.TopicPartition{Topic: group.TopicName, Partition: offsetsPartition}]; !ok || t.state != Ongoing {
 		return kerr.InvalidTxnState
 	}
 	appendFn()
@@ -309,7 +310,7 @@ func (c *Coordinator) WithTxnOffsetCommit(id string, pid int64, epoch int16, off
 // producer ID is not known while a partition is loading, or its partition was just
 // resigned: Kafka's translation of COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR for a
 // produce, retriable), COORDINATOR_NOT_AVAILABLE.
-func (c *Coordinator) WithPartition(pid int64, epoch int16, tp TopicPartition, appendFn func()) *kerr.Error {
+func (c *Coordinator) WithPartition(pid int64, epoch int16, tp kafka.TopicPartition, appendFn func()) *kerr.Error {
 	if e := c.status(); e != nil {
 		return e
 	}
@@ -416,7 +417,7 @@ func (c *Coordinator) completeLocked(t *txnMetadata) error {
 		} else {
 			t.state = CompleteAbort
 		}
-		t.partitions = map[TopicPartition]struct{}{}
+		t.partitions = map[kafka.TopicPartition]struct{}{}
 	})
 }
 

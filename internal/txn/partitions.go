@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/kmirror/kmirror/internal/kafka"
 	"github.com/kmirror/kmirror/internal/record"
 )
 
@@ -211,7 +212,7 @@ func (c *Coordinator) load(p int32, part *txnPartition) {
 		}
 		t := &txnMetadata{id: id, coordEpoch: part.epoch, txnFields: txnFields{producerID: s.producerID, lastProducerID: -1,
 			producerEpoch: s.producerEpoch, lastProducerEpoch: noProducerEpoch, timeoutMs: s.timeoutMs,
-			state: s.state, startMs: s.startMs, lastUpdateMs: s.lastUpdateMs, partitions: map[TopicPartition]struct{}{}}}
+			state: s.state, startMs: s.startMs, lastUpdateMs: s.lastUpdateMs, partitions: map[kafka.TopicPartition]struct{}{}}}
 		for _, tp := range s.partitions {
 			t.partitions[tp] = struct{}{}
 		}

@@ -1,6 +1,7 @@
 package txn
 
 import (
+	"github.com/kmirror/kmirror/internal/kafka"
 	"math"
 	"sort"
 	"sync"
@@ -43,12 +44,6 @@ func ParseState(name string) (State, bool) {
 	return 0, false
 }
 
-// TopicPartition names one partition of a transaction.
-type TopicPartition struct {
-	Topic     string
-	Partition int32
-}
-
 // noProducerEpoch is RecordBatch.NO_PRODUCER_EPOCH.
 const noProducerEpoch int16 = -1
 
@@ -66,7 +61,7 @@ type txnFields struct {
 	lastProducerEpoch int16
 	timeoutMs         int32
 	state             State
-	partitions        map[TopicPartition]struct{}
+	partitions        map[kafka.TopicPartition]struct{}
 	startMs           int64 // txnStartTimestamp, −1 when no transaction
 	lastUpdateMs      int64
 }
@@ -93,8 +88,8 @@ func (t *txnMetadata) awaitIdle() {
 	t.mu.Unlock()
 }
 
-func (t *txnMetadata) sortedPartitions() []TopicPartition {
-	out := make([]TopicPartition, 0, len(t.partitions))
+func (t *txnMetadata) sortedPartitions() []kafka.TopicPartition {
+	out := make([]kafka.TopicPartition, 0, len(t.partitions))
 	for tp := range t.partitions {
 		out = append(out, tp)
 	}
@@ -113,7 +108,7 @@ type snapshot struct {
 	producerEpoch int16
 	timeoutMs     int32
 	state         State
-	partitions    []TopicPartition
+	partitions    []kafka.TopicPartition
 	lastUpdateMs  int64
 	startMs       int64
 }
