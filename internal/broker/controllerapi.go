@@ -39,23 +39,3 @@ func (h controllerHandler) Handle(ctx context.Context, req *wire.Request) kmsg.R
 	}
 	return h.b.ctrl.Handle(ctx, req.Body)
 }
-
-// handleDescribeQuorum answers DescribeQuorum on a broker listener by asking the active
-// controller, as Kafka's brokers forward it (kafka-metadata-quorum --bootstrap-server).
-func (b *Broker) handleDescribeQuorum(ctx context.Context, req *kmsg.DescribeQuorumRequest) kmsg.Response {
-	if b.ctrl != nil && b.ctrl.Active() {
-		name := b.clientListener()
-		if b.ctrlLn != nil {
-			name = b.ctrlLn.cfg.Name
-		}
-		return b.ctrl.DescribeQuorum(ctx, b.meta, name, req)
-	}
-	resp, err := b.channel.Request(ctx, req)
-	if err != nil {
-		r := req.ResponseKind().(*kmsg.DescribeQuorumResponse)
-		r.ErrorCode = errorCodeOfErr(err)
-		return r
-	}
-	resp.SetVersion(req.Version)
-	return resp
-}

@@ -1,0 +1,31 @@
+package broker
+
+// DescribeQuorum (KIP-595; kafka-metadata-quorum): the metadata quorum's voters and
+// observers, answered by the active controller (internal/controller) on the controller
+// listener and, forwarded to it, on the broker listeners.
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// handleDescribeQuorum answers DescribeQuorum on a broker listener by asking the active
+// controller, as Kafka's brokers forward it (kafka-metadata-quorum --bootstrap-server).
+func (b *Broker) handleDescribeQuorum(ctx context.Context, req *kmsg.DescribeQuorumRequest) kmsg.Response {
+	if b.ctrl != nil && b.ctrl.Active() {
+		name := b.clientListener()
+		if b.ctrlLn != nil {
+			name = b.ctrlLn.cfg.Name
+		}
+		return b.ctrl.DescribeQuorum(ctx, b.meta, name, req)
+	}
+	resp, err := b.channel.Request(ctx, req)
+	if err != nil {
+		r := req.ResponseKind().(*kmsg.DescribeQuorumResponse)
+		r.ErrorCode = errorCodeOfErr(err)
+		return r
+	}
+	resp.SetVersion(req.Version)
+	return resp
+}

@@ -1,0 +1,17 @@
+package broker
+
+// EndTxn: a transaction committed or aborted by the transaction coordinator
+// (internal/txn), which writes its markers (txn.go).
+
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func (b *Broker) handleEndTxn(req *kmsg.EndTxnRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.EndTxnResponse)
+	resp.ProducerID, resp.ProducerEpoch = -1, -1
+	if e := b.txns.EndTxn(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit); e != nil {
+		resp.ErrorCode = txnErrorCode(e, req.Version, 2)
+	}
+	return resp
+}
