@@ -4,10 +4,14 @@ package broker
 // the transaction coordinator (internal/txn).
 
 import (
+	"context"
+
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func (b *Broker) handleAddOffsetsToTxn(req *kmsg.AddOffsetsToTxnRequest) kmsg.Response {
+func init() { register(kmsg.AddOffsetsToTxn, 0, 3, (*Broker).handleAddOffsetsToTxn) }
+
+func (b *Broker) handleAddOffsetsToTxn(_ context.Context, req *kmsg.AddOffsetsToTxnRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
 	if e := b.txns.AddOffsets(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group); e != nil {
 		resp.ErrorCode = txnErrorCode(e, req.Version, 2)

@@ -5,6 +5,8 @@ package broker
 // verifyTxn asks a coordinator on another broker.
 
 import (
+	"context"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -12,7 +14,12 @@ import (
 	"github.com/kmirror/kmirror/internal/kafka"
 )
 
-func (b *Broker) handleAddPartitionsToTxn(req *kmsg.AddPartitionsToTxnRequest) kmsg.Response {
+func init() {
+	// v0–3: the client form; v4+: the batched broker form (verification, inter-broker).
+	register(kmsg.AddPartitionsToTxn, 0, 4, (*Broker).handleAddPartitionsToTxn)
+}
+
+func (b *Broker) handleAddPartitionsToTxn(_ context.Context, req *kmsg.AddPartitionsToTxnRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
 	if req.Version >= 4 {
 		return b.verifyPartitionsInTxn(req, resp)

@@ -11,6 +11,8 @@ import (
 	"github.com/kmirror/kmirror/internal/mirrorproto"
 )
 
+func init() { register(kmsg.AlterConfigs, 0, 2, (*Broker).handleAlterConfigs) }
+
 func (b *Broker) handleAlterConfigs(ctx context.Context, req *kmsg.AlterConfigsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
 	for _, r := range req.Resources {

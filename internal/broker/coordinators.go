@@ -88,6 +88,12 @@ func (b *Broker) startCoordinators() error {
 	return b.startTxnCoordinator()
 }
 
+// byGroups adapts a handler of the group coordinator to a handler of the broker's (the
+// group APIs' registrations: joingroup.go, heartbeat.go, ...).
+func byGroups[Req kmsg.Request, Resp kmsg.Response](m func(*group.Coordinator, context.Context, Req) Resp) func(*Broker, context.Context, Req) kmsg.Response {
+	return func(b *Broker, ctx context.Context, req Req) kmsg.Response { return m(b.groups, ctx, req) }
+}
+
 // internalTopicRF are the keys of the internal topics' replication factors.
 var internalTopicRF = map[string]string{
 	OffsetsTopic:     "offsets.topic.replication.factor",

@@ -11,6 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
+func init() { register(kmsg.CreatePartitions, 0, 3, (*Broker).handleCreatePartitions) }
+
 func (b *Broker) handleCreatePartitions(ctx context.Context, req *kmsg.CreatePartitionsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
 	for _, rt := range req.Topics {

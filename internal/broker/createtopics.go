@@ -17,6 +17,8 @@ import (
 	"github.com/kmirror/kmirror/internal/metadata"
 )
 
+func init() { register(kmsg.CreateTopics, 2, 7, (*Broker).handleCreateTopics) }
+
 // validateTopicConfigs checks CreateTopics/alter configs against the topic definitions;
 // the error is INVALID_CONFIG with a message naming the key.
 func validateTopicConfigs(cfgs map[string]string) error {

@@ -5,6 +5,7 @@ package broker
 // refuse it (POLICY_VIOLATION, spec §10).
 
 import (
+	"context"
 	"errors"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -13,7 +14,9 @@ import (
 	"github.com/kmirror/kmirror/internal/storage"
 )
 
-func (b *Broker) handleDeleteRecords(req *kmsg.DeleteRecordsRequest) kmsg.Response {
+func init() { register(kmsg.DeleteRecords, 0, 2, (*Broker).handleDeleteRecords) }
+
+func (b *Broker) handleDeleteRecords(_ context.Context, req *kmsg.DeleteRecordsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
 	for _, rt := range req.Topics {
 		st := kmsg.NewDeleteRecordsResponseTopic()

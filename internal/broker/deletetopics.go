@@ -12,6 +12,8 @@ import (
 	"github.com/kmirror/kmirror/internal/metadata"
 )
 
+func init() { register(kmsg.DeleteTopics, 1, 6, (*Broker).handleDeleteTopics) }
+
 func (b *Broker) handleDeleteTopics(ctx context.Context, req *kmsg.DeleteTopicsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
 	type target struct {

@@ -9,6 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
+func init() { register(kmsg.DescribeCluster, 0, 1, (*Broker).handleDescribeCluster) }
+
 func (b *Broker) handleDescribeCluster(ctx context.Context, req *kmsg.DescribeClusterRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
 	resp.EndpointType = req.EndpointType

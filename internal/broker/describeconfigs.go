@@ -17,6 +17,8 @@ import (
 	"github.com/kmirror/kmirror/internal/mirrorproto"
 )
 
+func init() { register(kmsg.DescribeConfigs, 1, 4, (*Broker).handleDescribeConfigs) }
+
 func (b *Broker) handleDescribeConfigs(ctx context.Context, req *kmsg.DescribeConfigsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
 	for _, r := range req.Resources {

@@ -4,10 +4,14 @@ package broker
 // partition this broker leads, from the log's producer state.
 
 import (
+	"context"
+
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func (b *Broker) handleDescribeProducers(req *kmsg.DescribeProducersRequest) kmsg.Response {
+func init() { register(kmsg.DescribeProducers, 0, 0, (*Broker).handleDescribeProducers) }
+
+func (b *Broker) handleDescribeProducers(_ context.Context, req *kmsg.DescribeProducersRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DescribeProducersResponse)
 	for _, rt := range req.Topics {
 		st := kmsg.NewDescribeProducersResponseTopic()

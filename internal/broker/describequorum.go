@@ -10,6 +10,17 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
+func init() {
+	const lo, hi = 0, 2
+	register(kmsg.DescribeQuorum, lo, hi, (*Broker).handleDescribeQuorum)
+	registerController(kmsg.DescribeQuorum, lo, hi, (*Broker).handleControllerDescribeQuorum)
+}
+
+// handleControllerDescribeQuorum answers DescribeQuorum on the controller listener.
+func (b *Broker) handleControllerDescribeQuorum(ctx context.Context, req *kmsg.DescribeQuorumRequest) kmsg.Response {
+	return b.ctrl.DescribeQuorum(ctx, b.meta, b.ctrlLn.cfg.Name, req)
+}
+
 // handleDescribeQuorum answers DescribeQuorum on a broker listener by asking the active
 // controller, as Kafka's brokers forward it (kafka-metadata-quorum --bootstrap-server).
 func (b *Broker) handleDescribeQuorum(ctx context.Context, req *kmsg.DescribeQuorumRequest) kmsg.Response {

@@ -4,10 +4,14 @@ package broker
 // (internal/txn).
 
 import (
+	"context"
+
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func (b *Broker) handleDescribeTransactions(req *kmsg.DescribeTransactionsRequest) kmsg.Response {
+func init() { register(kmsg.DescribeTransactions, 0, 0, (*Broker).handleDescribeTransactions) }
+
+func (b *Broker) handleDescribeTransactions(_ context.Context, req *kmsg.DescribeTransactionsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DescribeTransactionsResponse)
 	for _, id := range req.TransactionalIDs {
 		resp.TransactionStates = append(resp.TransactionStates, b.txns.Describe(id))

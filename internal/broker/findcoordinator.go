@@ -13,6 +13,11 @@ import (
 	"github.com/kmirror/kmirror/internal/txn"
 )
 
+func init() {
+	// v4: batched keys.
+	register(kmsg.FindCoordinator, 0, 4, (*Broker).handleFindCoordinator)
+}
+
 // handleFindCoordinator answers the leader of the coordinator's partition: of
 // __consumer_offsets for a group (abs(Java hashCode) % offsets.topic.num.partitions), of
 // __transaction_state for a transactional ID, with its endpoint on the request's

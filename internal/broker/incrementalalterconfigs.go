@@ -16,6 +16,8 @@ import (
 	"github.com/kmirror/kmirror/internal/mirrorproto"
 )
 
+func init() { register(kmsg.IncrementalAlterConfigs, 0, 1, (*Broker).handleIncrementalAlterConfigs) }
+
 func (b *Broker) handleIncrementalAlterConfigs(ctx context.Context, req *kmsg.IncrementalAlterConfigsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
 	for _, r := range req.Resources {

@@ -5,11 +5,15 @@ package broker
 // the transaction coordinator (internal/txn).
 
 import (
+	"context"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func (b *Broker) handleInitProducerID(req *kmsg.InitProducerIDRequest) kmsg.Response {
+func init() { register(kmsg.InitProducerID, 0, 5, (*Broker).handleInitProducerID) }
+
+func (b *Broker) handleInitProducerID(_ context.Context, req *kmsg.InitProducerIDRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if req.TransactionalID != nil {

@@ -5,9 +5,13 @@ package broker
 // consumer may fetch.
 
 import (
+	"context"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
+
+func init() { register(kmsg.ListOffsets, 1, 8, (*Broker).handleListOffsets) }
 
 // Special ListOffsets timestamps (Kafka's ListOffsetsRequest constants).
 const (
@@ -18,7 +22,7 @@ const (
 	latestTieredTimestamp  = -5
 )
 
-func (b *Broker) handleListOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
+func (b *Broker) handleListOffsets(_ context.Context, req *kmsg.ListOffsetsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
 	for _, rt := range req.Topics {
 		st := kmsg.NewListOffsetsResponseTopic()

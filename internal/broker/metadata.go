@@ -13,6 +13,8 @@ import (
 	"github.com/kmirror/kmirror/internal/metadata"
 )
 
+func init() { register(kmsg.Metadata, 0, 12, (*Broker).handleMetadata) }
+
 func (b *Broker) handleMetadata(ctx context.Context, req *kmsg.MetadataRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	im := b.rm.Image()

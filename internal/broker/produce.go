@@ -17,6 +17,11 @@ import (
 	"github.com/kmirror/kmirror/internal/storage"
 )
 
+func init() {
+	// v12+ adds nothing clients need; v13 uses topic IDs.
+	register(kmsg.Produce, 3, 11, (*Broker).handleProduce)
+}
+
 func (b *Broker) handleProduce(ctx context.Context, req *kmsg.ProduceRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	badAcks := req.Acks != 0 && req.Acks != 1 && req.Acks != -1

@@ -4,6 +4,7 @@ package broker
 // another broker sends (txn.go's sendMarker), written to the partitions this broker leads.
 
 import (
+	"context"
 	"errors"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -13,10 +14,12 @@ import (
 	"github.com/kmirror/kmirror/internal/txn"
 )
 
+func init() { register(kmsg.WriteTxnMarkers, 0, 1, (*Broker).handleWriteTxnMarkers) }
+
 // handleWriteTxnMarkers writes the markers a transaction coordinator on another broker
-// sends (WriteTxnMarkers v0–1, inter-broker): per partition NOT_LEADER_OR_FOLLOWER when
-// this broker does not lead it, UNKNOWN_TOPIC_OR_PARTITION when it is gone or read-only.
-func (b *Broker) handleWriteTxnMarkers(req *kmsg.WriteTxnMarkersRequest) kmsg.Response {
+// sends (inter-broker): per partition NOT_LEADER_OR_FOLLOWER when this broker does not
+// lead it, UNKNOWN_TOPIC_OR_PARTITION when it is gone or read-only.
+func (b *Broker) handleWriteTxnMarkers(_ context.Context, req *kmsg.WriteTxnMarkersRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
 	for _, wm := range req.Markers {
 		rm := kmsg.NewWriteTxnMarkersResponseMarker()
