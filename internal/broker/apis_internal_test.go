@@ -1,62 +1,136 @@
 package broker
 
 import (
+	"fmt"
 	"log/slog"
 	"maps"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/internal/config"
-	"github.com/kmirror/kmirror/internal/controller"
 	"github.com/kmirror/kmirror/internal/mirrorproto"
 	"github.com/kmirror/kmirror/internal/wire"
 )
 
-// TestRegistryMatchesOldTables: the registry serves what wire.DefaultVersions,
-// brokerVersions and controllerVersions did.
-func TestRegistryMatchesOldTables(t *testing.T) {
-	want := map[int16]wire.VersionRange{}
-	for _, k := range wire.DefaultVersions().APIKeys() {
-		want[k.ApiKey] = wire.VersionRange{Min: k.MinVersion, Max: k.MaxVersion}
-	}
-	want[kmsg.DescribeQuorum.Int16()] = wire.VersionRange{Min: 0, Max: 2}
-	want[kmsg.DescribeTopicPartitions.Int16()] = wire.VersionRange{Min: 0, Max: 0}
-	want[kmsg.WriteTxnMarkers.Int16()] = wire.VersionRange{Min: 0, Max: 1}
-	want[kmsg.AddPartitionsToTxn.Int16()] = wire.VersionRange{Min: 0, Max: 4}
-	for _, mirrors := range []bool{false, true} {
-		w := maps.Clone(want)
-		b := &Broker{}
-		if mirrors {
-			b.newMirrors = func(*Broker, *config.Values, *slog.Logger) Mirrors { return nil }
-			for _, api := range mirrorproto.APIs() {
-				if api.Name != "BumpLeaderEpochs" {
-					w[api.Key] = wire.VersionRange{Min: api.MinVersion, Max: api.MaxVersion}
-				}
+// withMirroring is a broker that runs the mirroring service, as far as the registry
+// sees.
+var withMirroring = &Broker{newMirrors: func(*Broker, *config.Values, *slog.Logger) Mirrors { return nil }}
+
+// TestAPIRegistry: every registered API has a handler (ApiVersions excepted: internal/wire
+// answers it) and a range within what its request type encodes; every mirror RPC is
+// registered on one listener, BumpLeaderEpochs on the controller listener and the others
+// on the broker listeners with mirroring only.
+func TestAPIRegistry(t *testing.T) {
+	for name, table := range map[string]apiTable{"broker": brokerAPIs, "controller": controllerAPIs} {
+		if table[kmsg.ApiVersions.Int16()] == nil {
+			t.Errorf("%s listener: ApiVersions not registered", name)
+		}
+		for k, a := range table {
+			if a.handle == nil && k != kmsg.ApiVersions.Int16() {
+				t.Errorf("%s listener: %s (key %d) has no handler", name, apiName(k), k)
+			}
+			if r := newRequest(k); r == nil || a.versions.Min < 0 || a.versions.Min > a.versions.Max || a.versions.Max > r.MaxVersion() {
+				t.Errorf("%s listener: %s (key %d) at versions %v", name, apiName(k), k, a.versions)
 			}
 		}
-		if got := tableOf(brokerAPIs.versions(b)); !maps.Equal(got, w) {
-			t.Errorf("mirroring %v: broker listeners serve %v, want %v", mirrors, got, w)
+	}
+	for _, m := range mirrorproto.APIs() {
+		b, c := brokerAPIs[m.Key], controllerAPIs[m.Key]
+		switch {
+		case m.Name == "BumpLeaderEpochs":
+			if b != nil || c == nil {
+				t.Errorf("%s: registered on the broker listeners %v, the controller listener %v; want the controller listener only", m.Name, b != nil, c != nil)
+			}
+		case c != nil || b == nil:
+			t.Errorf("%s: registered on the broker listeners %v, the controller listener %v; want the broker listeners only", m.Name, b != nil, c != nil)
+		case b.served(&Broker{}) || !b.served(withMirroring):
+			t.Errorf("%s: served without mirroring %v, with %v", m.Name, b.served(&Broker{}), b.served(withMirroring))
 		}
-	}
-	wantCtrl := map[int16]wire.VersionRange{
-		kmsg.ApiVersions.Int16():                                             {Min: 0, Max: 4},
-		kmsg.BrokerRegistration.Int16():                                      {Min: 0, Max: 4},
-		kmsg.BrokerHeartbeat.Int16():                                         {Min: 0, Max: 1},
-		kmsg.AllocateProducerIDs.Int16():                                     {Min: 0, Max: 0},
-		kmsg.DescribeQuorum.Int16():                                          {Min: 0, Max: 2},
-		controller.ApplyRecordsKey:                                           {Min: 0, Max: 0},
-		mirrorproto.ServedKey(mirrorproto.PrototypeKeys["BumpLeaderEpochs"]): {Min: 0, Max: 0},
-	}
-	if got := tableOf(controllerAPIs.versions(&Broker{})); !maps.Equal(got, wantCtrl) {
-		t.Errorf("controller listener serves %v, want %v", got, wantCtrl)
 	}
 }
 
-func tableOf(v *wire.Versions) map[int16]wire.VersionRange {
-	out := map[int16]wire.VersionRange{}
-	for _, k := range v.APIKeys() {
-		out[k.ApiKey] = wire.VersionRange{Min: k.MinVersion, Max: k.MaxVersion}
+// TestAPIsDocumented: the tables of docs/broker.md list the APIs of the broker listeners
+// (the mirror RPCs are in docs/mirror-rpcs.md) and of the controller listener, at their
+// registered versions.
+func TestAPIsDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/broker.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(doc)
+	brokerDoc := section(t, text, "## APIs and versions", "### The controller listener")
+	controllerDoc := section(t, text, "### The controller listener", "\n#")
+	mirrorKeys := map[int16]bool{}
+	for _, m := range mirrorproto.APIs() {
+		mirrorKeys[m.Key] = true
+	}
+	for _, tc := range []struct {
+		name  string
+		doc   string
+		table apiTable
+	}{{"broker", brokerDoc, brokerAPIs}, {"controller", controllerDoc, controllerAPIs}} {
+		want := map[int16]string{}
+		for k, a := range tc.table {
+			if tc.name == "broker" && mirrorKeys[k] {
+				continue
+			}
+			want[k] = rangeText(a.versions)
+		}
+		got := documentedRanges(t, tc.doc)
+		keys := append(slices.Collect(maps.Keys(got)), slices.Collect(maps.Keys(want))...)
+		slices.Sort(keys)
+		for _, k := range slices.Compact(keys) {
+			if got[k] != want[k] {
+				t.Errorf("docs/broker.md, %s listener: %s (key %d) documented at versions %q, registered at %q", tc.name, apiName(k), k, got[k], want[k])
+			}
+		}
+	}
+}
+
+// section is the text of doc from the line that starts with from up to the next until.
+func section(t *testing.T, doc, from, until string) string {
+	t.Helper()
+	i := strings.Index(doc, "\n"+from)
+	if i < 0 {
+		t.Fatalf("docs/broker.md has no %q", from)
+	}
+	s := doc[i+1+len(from):]
+	if j := strings.Index(s, until); j >= 0 {
+		s = s[:j]
+	}
+	return s
+}
+
+var apiRow = regexp.MustCompile(`(?m)^\| *(\d+) *\| *(\w+) *\| *(\d+(?:–\d+)?)\b`)
+
+// documentedRanges are the key → "min–max" rows of a Markdown table of APIs, checking
+// each row's name against kmsg's where kmsg knows the key.
+func documentedRanges(t *testing.T, doc string) map[int16]string {
+	t.Helper()
+	out := map[int16]string{}
+	for _, m := range apiRow.FindAllStringSubmatch(doc, -1) {
+		k, err := strconv.ParseInt(m[1], 10, 16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if kmsg.RequestForKey(int16(k)) != nil && !strings.EqualFold(m[2], kmsg.NameForKey(int16(k))) {
+			t.Errorf("docs/broker.md: key %d is %s, not %s", k, kmsg.NameForKey(int16(k)), m[2])
+		}
+		out[int16(k)] = m[3]
 	}
 	return out
+}
+
+// rangeText is a version range as the docs write it: "3–11", or "0" for one version.
+func rangeText(r wire.VersionRange) string {
+	if r.Min == r.Max {
+		return strconv.Itoa(int(r.Min))
+	}
+	return fmt.Sprintf("%d–%d", r.Min, r.Max)
 }
