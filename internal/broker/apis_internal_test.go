@@ -56,16 +56,11 @@ func TestAPIRegistry(t *testing.T) {
 }
 
 // TestAPIsDocumented: the tables of docs/broker.md list the APIs of the broker listeners
-// (the mirror RPCs are in docs/mirror-rpcs.md) and of the controller listener, at their
-// registered versions.
+// (the mirror RPCs are in docs/mirror-rpcs.md) and of the controller listener at their
+// registered versions, and the API tables of docs/groups.md and docs/transactions.md
+// give the registered versions of the APIs they name.
 func TestAPIsDocumented(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/broker.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := string(doc)
-	brokerDoc := section(t, text, "## APIs and versions", "### The controller listener")
-	controllerDoc := section(t, text, "### The controller listener", "\n#")
+	brokerDoc := readDoc(t, "broker.md")
 	mirrorKeys := map[int16]bool{}
 	for _, m := range mirrorproto.APIs() {
 		mirrorKeys[m.Key] = true
@@ -74,7 +69,10 @@ func TestAPIsDocumented(t *testing.T) {
 		name  string
 		doc   string
 		table apiTable
-	}{{"broker", brokerDoc, brokerAPIs}, {"controller", controllerDoc, controllerAPIs}} {
+	}{
+		{"broker", section(t, brokerDoc, "## APIs and versions", "### The controller listener"), brokerAPIs},
+		{"controller", section(t, brokerDoc, "### The controller listener", "\n#"), controllerAPIs},
+	} {
 		want := map[int16]string{}
 		for k, a := range tc.table {
 			if tc.name == "broker" && mirrorKeys[k] {
@@ -91,6 +89,34 @@ func TestAPIsDocumented(t *testing.T) {
 			}
 		}
 	}
+	byName := map[string]*api{}
+	for k, a := range brokerAPIs {
+		byName[strings.ToLower(apiName(k))] = a
+	}
+	for _, d := range []struct{ file, section string }{{"groups.md", "## APIs"}, {"transactions.md", "## What is implemented"}} {
+		n := 0
+		for _, m := range namedRow.FindAllStringSubmatch(section(t, readDoc(t, d.file), d.section, "\n## "), -1) {
+			if a := byName[strings.ToLower(m[1])]; a != nil {
+				n++
+				if m[2] != rangeText(a.versions) {
+					t.Errorf("docs/%s: %s documented at versions %q, registered at %q", d.file, m[1], m[2], rangeText(a.versions))
+				}
+			}
+		}
+		if n == 0 {
+			t.Errorf("docs/%s: no API found in %q", d.file, d.section)
+		}
+	}
+}
+
+// readDoc is the text of docs/name.
+func readDoc(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile("../../docs/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // section is the text of doc from the line that starts with from up to the next until.
@@ -98,7 +124,7 @@ func section(t *testing.T, doc, from, until string) string {
 	t.Helper()
 	i := strings.Index(doc, "\n"+from)
 	if i < 0 {
-		t.Fatalf("docs/broker.md has no %q", from)
+		t.Fatalf("no section %q", from)
 	}
 	s := doc[i+1+len(from):]
 	if j := strings.Index(s, until); j >= 0 {
@@ -106,6 +132,10 @@ func section(t *testing.T, doc, from, until string) string {
 	}
 	return s
 }
+
+// namedRow is a row of a table whose first column starts with an API's name and whose
+// second column is its versions.
+var namedRow = regexp.MustCompile(`(?m)^\| *(\w+)\b[^|]*\| *(\d+(?:–\d+)?) *\|`)
 
 var apiRow = regexp.MustCompile(`(?m)^\| *(\d+) *\| *(\w+) *\| *(\d+(?:–\d+)?)\b`)
 
