@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/broker"
 	"github.com/kmirror/kmirror/internal/brokertest"
 	"github.com/kmirror/kmirror/internal/record"
 )
@@ -234,18 +236,23 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-// TestApiVersionsFallback: ApiVersions at versions 0–4 are answered in kind, and an
-// unknown version is answered as v0 with UNSUPPORTED_VERSION and the version table,
-// as Kafka does, keeping the connection open.
+// TestApiVersionsFallback: ApiVersions at versions 0–4 are answered in kind with the
+// registry's table (apis.go), and an unknown version is answered as v0 with
+// UNSUPPORTED_VERSION and the version table, as Kafka does, keeping the connection open.
 func TestApiVersionsFallback(t *testing.T) {
 	b := brokertest.Start(t, nil)
+	want, _ := broker.ServedAPIs(b.Broker)
 	c := dialRaw(t, b.Addr())
 	for v := int16(0); v <= 4; v++ {
 		req := kmsg.NewPtrApiVersionsRequest()
 		req.SetVersion(v)
 		req.ClientSoftwareName, req.ClientSoftwareVersion = "raw", "1"
-		if r := c.request(req).(*kmsg.ApiVersionsResponse); r.ErrorCode != 0 || len(r.ApiKeys) == 0 {
-			t.Fatalf("ApiVersions v%d: error %d, %d keys", v, r.ErrorCode, len(r.ApiKeys))
+		r := c.request(req).(*kmsg.ApiVersionsResponse)
+		if r.ErrorCode != 0 {
+			t.Fatalf("ApiVersions v%d: error %d", v, r.ErrorCode)
+		}
+		if got := apiRanges(r.ApiKeys); !slices.Equal(got, apiRanges(want)) {
+			t.Fatalf("ApiVersions v%d answers %v; the registry serves %v", v, got, apiRanges(want))
 		}
 	}
 	// v99, flexible header: the answer is a v0 body.
@@ -259,7 +266,7 @@ func TestApiVersionsFallback(t *testing.T) {
 	if err := resp.ReadFrom(body); err != nil {
 		t.Fatalf("v0 decoding of the v99 answer: %v", err)
 	}
-	if resp.ErrorCode != kerr.UnsupportedVersion.Code || len(resp.ApiKeys) == 0 {
+	if resp.ErrorCode != kerr.UnsupportedVersion.Code || !slices.Equal(apiRanges(resp.ApiKeys), apiRanges(want)) {
 		t.Fatalf("ApiVersions v99: error %d, %d keys; want UNSUPPORTED_VERSION with the table", resp.ErrorCode, len(resp.ApiKeys))
 	}
 	// The connection stays usable.
@@ -268,4 +275,13 @@ func TestApiVersionsFallback(t *testing.T) {
 	if r := c.request(md).(*kmsg.MetadataResponse); len(r.Brokers) != 1 {
 		t.Fatalf("Metadata after the fallback: %d brokers", len(r.Brokers))
 	}
+}
+
+// apiRanges is an ApiVersions table as "key:min-max" strings.
+func apiRanges(keys []kmsg.ApiVersionsResponseApiKey) []string {
+	var out []string
+	for _, k := range keys {
+		out = append(out, fmt.Sprintf("%d:%d-%d", k.ApiKey, k.MinVersion, k.MaxVersion))
+	}
+	return out
 }

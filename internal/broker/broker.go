@@ -1,5 +1,6 @@
-// Package broker holds kmirror's request handlers, one file per API (each file's header
-// names the versions served), over the broker's state: the metadata image, the hosted
+// Package broker holds kmirror's request handlers, one file per API named for it
+// (produce.go, joingroup.go, ...) that registers the API's versions and handler with the
+// registry of apis.go, over the broker's state: the metadata image, the hosted
 // partitions (internal/partition's ReplicaManager), the group and transaction
 // coordinators and the mirror manager. It follows Apache Kafka's BrokerServer and
 // KafkaApis: requests for a partition this broker does not lead are answered
@@ -209,10 +210,10 @@ func (b *Broker) bindListeners() error {
 		b.host, b.port = b.endpoints[0].Host, b.endpoints[0].Port
 	}
 	for _, l := range b.listeners {
-		l.server = b.newServer(brokerHandler{b, l.cfg.Name}, b.brokerVersions())
+		l.server = b.newServer(brokerHandler{b, l.cfg.Name}, brokerAPIs.versions(b))
 	}
 	if b.ctrlLn != nil {
-		b.ctrlLn.server = b.newServer(controllerHandler{b}, controllerVersions())
+		b.ctrlLn.server = b.newServer(controllerHandler{b}, controllerAPIs.versions(b))
 	}
 	return nil
 }
@@ -473,26 +474,6 @@ func (b *Broker) goBackground(fn func()) {
 	go func() { defer b.bg.Done(); fn() }()
 }
 
-// brokerVersions is the version table of the broker listeners: the standard APIs and,
-// with mirroring, the mirror admin RPCs.
-func (b *Broker) brokerVersions() *wire.Versions {
-	v := wire.DefaultVersions()
-	v.Register(kmsg.DescribeQuorum.Int16(), wire.VersionRange{Min: 0, Max: 2})
-	v.Register(kmsg.DescribeTopicPartitions.Int16(), wire.VersionRange{Min: 0, Max: 0})
-	v.Register(kmsg.WriteTxnMarkers.Int16(), wire.VersionRange{Min: 0, Max: 1})    // inter-broker
-	v.Register(kmsg.AddPartitionsToTxn.Int16(), wire.VersionRange{Min: 0, Max: 4}) // v4: verification, inter-broker
-	for _, api := range mirrorproto.APIs() {
-		if b.newMirrors == nil {
-			break
-		}
-		if api.Name == "BumpLeaderEpochs" {
-			continue // served by the controllers (the controller listener)
-		}
-		v.Register(api.Key, wire.VersionRange{Min: api.MinVersion, Max: api.MaxVersion})
-	}
-	return v
-}
-
 // newRequest returns an empty standard request, mirror RPC or ApplyRecords for key.
 func newRequest(key int16) kmsg.Request {
 	if r := kmsg.RequestForKey(key); r != nil {
@@ -651,87 +632,10 @@ func (b *Broker) listenerOf(ctx context.Context) string {
 	return b.clientListener()
 }
 
-// Handle dispatches one request to its handler (wire.Handler).
+// Handle dispatches one request to its handler (wire.Handler), from the registry of the
+// broker listeners (apis.go).
 func (b *Broker) Handle(ctx context.Context, req *wire.Request) kmsg.Response {
-	switch r := req.Body.(type) {
-	case *kmsg.DescribeQuorumRequest:
-		return b.handleDescribeQuorum(ctx, r)
-	case *kmsg.WriteTxnMarkersRequest:
-		return b.handleWriteTxnMarkers(r)
-	case *kmsg.DescribeTopicPartitionsRequest:
-		return b.handleDescribeTopicPartitions(ctx, r)
-	case *kmsg.ProduceRequest:
-		return b.handleProduce(ctx, r)
-	case *kmsg.FetchRequest:
-		return b.handleFetch(ctx, r)
-	case *kmsg.ListOffsetsRequest:
-		return b.handleListOffsets(r)
-	case *kmsg.MetadataRequest:
-		return b.handleMetadata(ctx, r)
-	case *kmsg.DescribeClusterRequest:
-		return b.handleDescribeCluster(ctx, r)
-	case *kmsg.CreateTopicsRequest:
-		return b.handleCreateTopics(ctx, r)
-	case *kmsg.DeleteTopicsRequest:
-		return b.handleDeleteTopics(ctx, r)
-	case *kmsg.CreatePartitionsRequest:
-		return b.handleCreatePartitions(ctx, r)
-	case *kmsg.InitProducerIDRequest:
-		return b.handleInitProducerID(r)
-	case *kmsg.OffsetForLeaderEpochRequest:
-		return b.handleOffsetForLeaderEpoch(r)
-	case *kmsg.DeleteRecordsRequest:
-		return b.handleDeleteRecords(r)
-	case *kmsg.DescribeProducersRequest:
-		return b.handleDescribeProducers(r)
-	case *kmsg.DescribeConfigsRequest:
-		return b.handleDescribeConfigs(ctx, r)
-	case *kmsg.AlterConfigsRequest:
-		return b.handleAlterConfigs(ctx, r)
-	case *kmsg.IncrementalAlterConfigsRequest:
-		return b.handleIncrementalAlterConfigs(ctx, r)
-	case *kmsg.FindCoordinatorRequest:
-		return b.handleFindCoordinator(ctx, r)
-	case *kmsg.JoinGroupRequest:
-		return b.groups.JoinGroup(group.WithClient(ctx, req.Header.ClientID, "/"+hostOf(req.Remote)), r)
-	case *kmsg.SyncGroupRequest:
-		return b.groups.SyncGroup(ctx, r)
-	case *kmsg.HeartbeatRequest:
-		return b.groups.Heartbeat(ctx, r)
-	case *kmsg.LeaveGroupRequest:
-		return b.groups.LeaveGroup(ctx, r)
-	case *kmsg.OffsetCommitRequest:
-		return b.groups.OffsetCommit(ctx, r)
-	case *kmsg.OffsetFetchRequest:
-		return b.groups.OffsetFetch(ctx, r)
-	case *kmsg.OffsetDeleteRequest:
-		return b.groups.OffsetDelete(ctx, r)
-	case *kmsg.ListGroupsRequest:
-		return b.groups.ListGroups(ctx, r)
-	case *kmsg.DescribeGroupsRequest:
-		return b.groups.DescribeGroups(ctx, r)
-	case *kmsg.DeleteGroupsRequest:
-		return b.groups.DeleteGroups(ctx, r)
-	// Transactions (txn.go).
-	case *kmsg.AddPartitionsToTxnRequest:
-		return b.handleAddPartitionsToTxn(r)
-	case *kmsg.AddOffsetsToTxnRequest:
-		return b.handleAddOffsetsToTxn(r)
-	case *kmsg.EndTxnRequest:
-		return b.handleEndTxn(r)
-	case *kmsg.TxnOffsetCommitRequest:
-		return b.handleTxnOffsetCommit(r)
-	case *kmsg.DescribeTransactionsRequest:
-		return b.handleDescribeTransactions(r)
-	case *kmsg.ListTransactionsRequest:
-		return b.handleListTransactions(r)
-	}
-	if resp := b.handleMirrorRPC(ctx, req.Body); resp != nil {
-		return resp
-	}
-	// The version table only lists keys with a handler; reaching here is a bug.
-	b.logger.Error("no handler", "key", req.Header.Key)
-	return nil
+	return brokerAPIs.handle(b, ctx, req)
 }
 
 // ClusterID is the cluster ID from meta.properties (mirror.Local).

@@ -1,8 +1,7 @@
 package broker
 
-// FindCoordinator v0–4 and the wiring of the group coordinator (over
-// __consumer_offsets) and the mirror manager. Group APIs themselves are served by
-// internal/group.
+// The wiring of the group coordinator (over __consumer_offsets) and the mirror manager.
+// Group APIs themselves are served by internal/group, the mirror RPCs by internal/mirror.
 
 import (
 	"context"
@@ -87,6 +86,12 @@ func (b *Broker) startCoordinators() error {
 		}
 	}
 	return b.startTxnCoordinator()
+}
+
+// byGroups adapts a handler of the group coordinator to a handler of the broker's (the
+// group APIs' registrations: joingroup.go, heartbeat.go, ...).
+func byGroups[Req kmsg.Request, Resp kmsg.Response](m func(*group.Coordinator, context.Context, Req) Resp) func(*Broker, context.Context, Req) kmsg.Response {
+	return func(b *Broker, ctx context.Context, req Req) kmsg.Response { return m(b.groups, ctx, req) }
 }
 
 // internalTopicRF are the keys of the internal topics' replication factors.
@@ -267,98 +272,4 @@ func (il internalLog) Scan(from int64, fn func(b record.Batch) error) (int64, er
 		}
 	}
 	return off, nil
-}
-
-// handleFindCoordinator answers the leader of the coordinator's partition: of
-// __consumer_offsets for a group (abs(Java hashCode) % offsets.topic.num.partitions), of
-// __transaction_state for a transactional ID, with its endpoint on the request's
-// listener; COORDINATOR_NOT_AVAILABLE while that partition has no leader (or, for
-// transactions, before __transaction_state exists).
-func (b *Broker) handleFindCoordinator(ctx context.Context, req *kmsg.FindCoordinatorRequest) kmsg.Response {
-	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
-	keys := req.CoordinatorKeys
-	if req.Version < 4 {
-		keys = []string{req.CoordinatorKey}
-	}
-	listener := b.listenerOf(ctx)
-	for _, k := range keys {
-		c := kmsg.NewFindCoordinatorResponseCoordinator()
-		c.Key = k
-		c.NodeID = -1
-		switch {
-		case req.CoordinatorType > 1:
-			// No share coordinator.
-			c.ErrorCode = kerr.InvalidRequest.Code
-			c.ErrorMessage = strp("kmirror coordinates groups and transactions only")
-		case k == "":
-			c.ErrorCode = kerr.InvalidRequest.Code
-		case req.CoordinatorType == 1 && b.txns.EnsureTopic() != nil, req.CoordinatorType == 0 && b.ensureOffsetsTopic() != nil:
-			// Kafka answers COORDINATOR_NOT_AVAILABLE until the topic exists.
-			c.ErrorCode = kerr.CoordinatorNotAvailable.Code
-		default:
-			topic, p := OffsetsTopic, b.groups.PartitionFor(k)
-			if req.CoordinatorType == 1 {
-				topic, p = txn.TopicName, txn.PartitionFor(k, b.internalPartitions(txn.TopicName))
-			}
-			leader, _ := b.currentLeader(topic, p)
-			e, ok := b.endpointOf(b.rm.Image(), leader, listener)
-			if !ok {
-				c.ErrorCode = kerr.CoordinatorNotAvailable.Code
-				break
-			}
-			c.NodeID, c.Host, c.Port = leader, e.Host, e.Port
-		}
-		resp.Coordinators = append(resp.Coordinators, c)
-	}
-	if req.Version < 4 {
-		c := resp.Coordinators[0]
-		resp.ErrorCode, resp.ErrorMessage, resp.NodeID, resp.Host, resp.Port = c.ErrorCode, c.ErrorMessage, c.NodeID, c.Host, c.Port
-		resp.Coordinators = nil
-	}
-	return resp
-}
-
-// handleMirrorRPC serves the cluster mirroring RPCs of spec section 10, or returns nil
-// for another request; BumpLeaderEpochs is the controllers' (controllerapi.go).
-func (b *Broker) handleMirrorRPC(ctx context.Context, req kmsg.Request) kmsg.Response {
-	m := b.mirrors
-	if m == nil {
-		return nil
-	}
-	switch r := req.(type) {
-	case *mirrorproto.CreateClusterMirrorRequest:
-		return m.CreateClusterMirror(ctx, r)
-	case *mirrorproto.StartMirrorTopicsRequest:
-		return m.StartMirrorTopics(ctx, r)
-	case *mirrorproto.StopMirrorTopicsRequest:
-		return m.StopMirrorTopics(ctx, r)
-	case *mirrorproto.ListClusterMirrorsRequest:
-		return m.ListClusterMirrors(ctx, r)
-	case *mirrorproto.DescribeClusterMirrorsRequest:
-		return m.DescribeClusterMirrors(ctx, r)
-	case *mirrorproto.PauseMirrorTopicsRequest:
-		return m.PauseMirrorTopics(ctx, r)
-	case *mirrorproto.ResumeMirrorTopicsRequest:
-		return m.ResumeMirrorTopics(ctx, r)
-	case *mirrorproto.DeleteClusterMirrorRequest:
-		return m.DeleteClusterMirror(ctx, r)
-	case *mirrorproto.RecoverMirrorTopicsRequest:
-		return m.RecoverMirrorTopics(ctx, r)
-	case *mirrorproto.ReadMirrorStatesRequest:
-		return m.ReadMirrorStates(ctx, r)
-	case *mirrorproto.WriteMirrorStatesRequest:
-		return m.WriteMirrorStates(ctx, r)
-	}
-	return nil
-}
-
-// mirrorErrorCode maps a mirror manager error to a code for a standard config RPC:
-// RESOURCE_NOT_FOUND for an unknown mirror, INVALID_CONFIG otherwise; the message
-// (which names the KIP error) goes in ErrorMessage.
-func mirrorErrorCode(err error) int16 {
-	var me *mirrorproto.Error
-	if errors.As(err, &me) && me.Code == mirrorproto.UnknownClusterMirror {
-		return kerr.ResourceNotFound.Code
-	}
-	return kerr.InvalidConfig.Code
 }

@@ -1,6 +1,6 @@
 package broker
 
-// DescribeTopicPartitions v0 (KIP-966; Kafka 3.8+ admin clients and kafka-topics
+// DescribeTopicPartitions (KIP-966; Kafka 3.8+ admin clients and kafka-topics
 // --describe use it before Metadata): every partition's leader, leader epoch, replicas,
 // ISR, ELR and offline replicas from the applied image, topics sorted by name, paged by
 // ResponsePartitionLimit and Cursor as Kafka's DescribeTopicPartitionsRequestHandler
@@ -15,6 +15,8 @@ import (
 
 	"github.com/kmirror/kmirror/internal/metadata"
 )
+
+func init() { register(kmsg.DescribeTopicPartitions, 0, 0, (*Broker).handleDescribeTopicPartitions) }
 
 // maxDescribeTopicPartitions is Kafka's max.request.partition.size.limit default: the
 // most partitions one DescribeTopicPartitions response holds.

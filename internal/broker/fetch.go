@@ -1,6 +1,6 @@
 package broker
 
-// Fetch v4–16 for consumers (ReplicaID −1): MinBytes/MaxWaitMs long polls that park on
+// Fetch for consumers (ReplicaID −1): MinBytes/MaxWaitMs long polls that park on
 // the partitions' change notifications, MaxBytes and per-partition limits (the first
 // non-empty partition returns at least one whole batch), read_committed up to the LSO
 // with AbortedTransactions, topic IDs (v13+), OFFSET_OUT_OF_RANGE, LastFetchedEpoch →
@@ -21,6 +21,11 @@ import (
 	"github.com/kmirror/kmirror/internal/partition"
 	"github.com/kmirror/kmirror/internal/storage"
 )
+
+func init() {
+	// Sessions from v7, diverging epochs from v12, topic IDs from v13.
+	register(kmsg.Fetch, 4, 16, (*Broker).handleFetch)
+}
 
 func (b *Broker) handleFetch(ctx context.Context, req *kmsg.FetchRequest) kmsg.Response {
 	b.sessionsOnce.Do(func() { b.sessions = newFetchSessionCache(b.fetchSessionSlots()) })

@@ -1,6 +1,6 @@
 package broker
 
-// Produce v3–11 and InitProducerId v0–5 (transactional producers: txn.go). Follows Kafka's KafkaApis.handleProduceRequest,
+// Produce (transactional producers: txn.go). Follows Kafka's KafkaApis.handleProduceRequest,
 // ReplicaManager.appendRecords and LogValidator.
 
 import (
@@ -16,6 +16,11 @@ import (
 	"github.com/kmirror/kmirror/internal/partition"
 	"github.com/kmirror/kmirror/internal/storage"
 )
+
+func init() {
+	// v12+ adds nothing clients need; v13 uses topic IDs.
+	register(kmsg.Produce, 3, 11, (*Broker).handleProduce)
+}
 
 func (b *Broker) handleProduce(ctx context.Context, req *kmsg.ProduceRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
@@ -178,27 +183,4 @@ func (b *Broker) checkMirrorWrite(topic string, partition int32, op string) (boo
 		}
 	}
 	return true, ""
-}
-
-func (b *Broker) handleInitProducerID(req *kmsg.InitProducerIDRequest) kmsg.Response {
-	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
-	resp.ProducerID, resp.ProducerEpoch = -1, -1
-	if req.TransactionalID != nil {
-		return b.initTransactionalProducerID(req, resp)
-	}
-	if req.ProducerID >= 0 && req.ProducerEpoch >= 0 {
-		// KIP-360: an idempotent producer bumping its epoch. Epoch overflow gets a
-		// new ID, as Kafka's ProducerIdManager does.
-		if req.ProducerEpoch < 32766 {
-			resp.ProducerID, resp.ProducerEpoch = req.ProducerID, req.ProducerEpoch+1
-			return resp
-		}
-	}
-	id, err := b.pids.Next()
-	if err != nil {
-		resp.ErrorCode = kerr.UnknownServerError.Code
-		return resp
-	}
-	resp.ProducerID, resp.ProducerEpoch = id, 0
-	return resp
 }

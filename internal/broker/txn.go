@@ -1,9 +1,10 @@
 package broker
 
-// Transactions: InitProducerId with a transactional ID, AddPartitionsToTxn v0–3,
-// AddOffsetsToTxn v0–3, EndTxn v0–3, TxnOffsetCommit v0–3, DescribeTransactions v0,
-// ListTransactions v0–1, the transactional produce check and the marker writer, over
-// the transaction coordinator of internal/txn (Kafka's KafkaApis transaction handlers).
+// Transactions: the transaction coordinator of internal/txn and what the broker does for
+// it, the transactional produce check (verification) and the marker writer (Kafka's
+// KafkaApis transaction handlers). The transaction APIs have a file each:
+// initproducerid.go, addpartitionstotxn.go, addoffsetstotxn.go, endtxn.go,
+// txnoffsetcommit.go, writetxnmarkers.go, describetransactions.go, listtransactions.go.
 
 import (
 	"errors"
@@ -159,38 +160,6 @@ func (b *Broker) sendMarker(leader int32, m txn.Marker) error {
 	return nil
 }
 
-// handleWriteTxnMarkers writes the markers a transaction coordinator on another broker
-// sends (WriteTxnMarkers v0–1, inter-broker): per partition NOT_LEADER_OR_FOLLOWER when
-// this broker does not lead it, UNKNOWN_TOPIC_OR_PARTITION when it is gone or read-only.
-func (b *Broker) handleWriteTxnMarkers(req *kmsg.WriteTxnMarkersRequest) kmsg.Response {
-	resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
-	for _, wm := range req.Markers {
-		rm := kmsg.NewWriteTxnMarkersResponseMarker()
-		rm.ProducerID = wm.ProducerID
-		for _, wt := range wm.Topics {
-			rt := kmsg.NewWriteTxnMarkersResponseMarkerTopic()
-			rt.Topic = wt.Topic
-			for _, p := range wt.Partitions {
-				rp := kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
-				rp.Partition = p
-				m := txn.Marker{ProducerID: wm.ProducerID, ProducerEpoch: wm.ProducerEpoch, CoordinatorEpoch: wm.CoordinatorEpoch,
-					Commit: wm.Committed, Partition: kafka.TopicPartition{Topic: wt.Topic, Partition: p}}
-				if _, err := b.leader(wt.Topic, p); err != nil {
-					rp.ErrorCode = partitionError(err).Code
-				} else if err := b.appendMarker(m); errors.Is(err, txn.ErrPartitionGone) {
-					rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-				} else if err != nil {
-					rp.ErrorCode = appendErrorCode(err).Code
-				}
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			rm.Topics = append(rm.Topics, rt)
-		}
-		resp.Markers = append(resp.Markers, rm)
-	}
-	return resp
-}
-
 // verifyTxn runs appendFn while the transaction of producer pid/epoch, coordinated by
 // the coordinator of transactional ID id, holds tp and is ongoing (Kafka 3.6+'s
 // transaction verification). A coordinator on another broker is asked with
@@ -233,21 +202,6 @@ func (b *Broker) verifyTxn(id string, pid int64, epoch int16, tp kafka.TopicPart
 	return nil
 }
 
-// initTransactionalProducerID is InitProducerId with a transactional ID.
-func (b *Broker) initTransactionalProducerID(req *kmsg.InitProducerIDRequest, resp *kmsg.InitProducerIDResponse) kmsg.Response {
-	expPID, expEpoch := int64(-1), int16(-1)
-	if req.Version >= 3 {
-		expPID, expEpoch = req.ProducerID, req.ProducerEpoch
-	}
-	pid, epoch, e := b.txns.InitProducerID(*req.TransactionalID, req.TransactionTimeoutMillis, expPID, expEpoch)
-	if e != nil {
-		resp.ErrorCode = txnErrorCode(e, req.Version, 4)
-		return resp
-	}
-	resp.ProducerID, resp.ProducerEpoch = pid, epoch
-	return resp
-}
-
 // txnErrorCode downgrades PRODUCER_FENCED to INVALID_PRODUCER_EPOCH for request
 // versions below fencedFrom, as Kafka does for clients that predate KIP-588.
 func txnErrorCode(e *kerr.Error, version, fencedFrom int16) int16 {
@@ -266,134 +220,4 @@ func (b *Broker) produceTransactional(transactionalID string, topic string, part
 		return e, "the partition was not added to an ongoing transaction of this producer"
 	}
 	return e, ""
-}
-
-func (b *Broker) handleAddPartitionsToTxn(req *kmsg.AddPartitionsToTxnRequest) kmsg.Response {
-	resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
-	if req.Version >= 4 {
-		return b.verifyPartitionsInTxn(req, resp)
-	}
-	// KafkaApis.handleAddPartitionsToTxnRequest: invalid partitions fail the request,
-	// the others get OPERATION_NOT_ATTEMPTED.
-	codes := map[kafka.TopicPartition]int16{}
-	var parts []kafka.TopicPartition
-	failed := false
-	im := b.meta.Image()
-	for _, rt := range req.Topics {
-		t := im.Topics[rt.Topic]
-		for _, p := range rt.Partitions {
-			tp := kafka.TopicPartition{Topic: rt.Topic, Partition: p}
-			parts = append(parts, tp)
-			switch {
-			case t == nil || p < 0 || p >= t.Partitions:
-				codes[tp], failed = kerr.UnknownTopicOrPartition.Code, true
-			case isInternalTopic(rt.Topic):
-				codes[tp], failed = kerr.InvalidTopicException.Code, true
-			default:
-				if ok, msg := b.checkMirrorWrite(rt.Topic, p, "add_partitions_to_txn"); !ok {
-					b.logger.Info("AddPartitionsToTxn refused", "topic", rt.Topic, "partition", p, "reason", msg)
-					codes[tp], failed = kerr.PolicyViolation.Code, true
-				}
-			}
-		}
-	}
-	code := int16(0)
-	if failed {
-		code = kerr.OperationNotAttempted.Code
-	} else if e := b.txns.AddPartitions(req.TransactionalID, req.ProducerID, req.ProducerEpoch, parts); e != nil {
-		code = txnErrorCode(e, req.Version, 2)
-	}
-	for _, rt := range req.Topics {
-		st := kmsg.NewAddPartitionsToTxnResponseTopic()
-		st.Topic = rt.Topic
-		for _, p := range rt.Partitions {
-			sp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
-			sp.Partition, sp.ErrorCode = p, code
-			if c, ok := codes[kafka.TopicPartition{Topic: rt.Topic, Partition: p}]; ok {
-				sp.ErrorCode = c
-			}
-			st.Partitions = append(st.Partitions, sp)
-		}
-		resp.Topics = append(resp.Topics, st)
-	}
-	return resp
-}
-
-// verifyPartitionsInTxn serves the broker form of AddPartitionsToTxn (v4, VerifyOnly
-// set): whether each transaction holds the partitions and is ongoing, per partition
-// (INVALID_TXN_STATE, INVALID_PRODUCER_EPOCH, NOT_COORDINATOR, ...). Adding partitions
-// this way (KIP-890 part 2) is not served: INVALID_REQUEST.
-func (b *Broker) verifyPartitionsInTxn(req *kmsg.AddPartitionsToTxnRequest, resp *kmsg.AddPartitionsToTxnResponse) kmsg.Response {
-	for _, tx := range req.Transactions {
-		res := kmsg.NewAddPartitionsToTxnResponseTransaction()
-		res.TransactionalID = tx.TransactionalID
-		for _, tt := range tx.Topics {
-			rt := kmsg.NewAddPartitionsToTxnResponseTransactionTopic()
-			rt.Topic = tt.Topic
-			for _, p := range tt.Partitions {
-				rp := kmsg.NewAddPartitionsToTxnResponseTransactionTopicPartition()
-				rp.Partition = p
-				tp := kafka.TopicPartition{Topic: tt.Topic, Partition: p}
-				var e *kerr.Error
-				switch {
-				case !tx.VerifyOnly:
-					e = kerr.InvalidRequest
-				case tt.Topic == group.TopicName:
-					e = b.txns.WithTxnOffsetCommit(tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, p, func() {})
-				default:
-					e = b.txns.WithPartition(tx.ProducerID, tx.ProducerEpoch, tp, func() {})
-				}
-				if e != nil {
-					rp.ErrorCode = e.Code
-				}
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			res.Topics = append(res.Topics, rt)
-		}
-		resp.Transactions = append(resp.Transactions, res)
-	}
-	return resp
-}
-
-func (b *Broker) handleAddOffsetsToTxn(req *kmsg.AddOffsetsToTxnRequest) kmsg.Response {
-	resp := req.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
-	if e := b.txns.AddOffsets(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group); e != nil {
-		resp.ErrorCode = txnErrorCode(e, req.Version, 2)
-	}
-	return resp
-}
-
-func (b *Broker) handleEndTxn(req *kmsg.EndTxnRequest) kmsg.Response {
-	resp := req.ResponseKind().(*kmsg.EndTxnResponse)
-	resp.ProducerID, resp.ProducerEpoch = -1, -1
-	if e := b.txns.EndTxn(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit); e != nil {
-		resp.ErrorCode = txnErrorCode(e, req.Version, 2)
-	}
-	return resp
-}
-
-// handleTxnOffsetCommit is served by the group coordinator, which appends the offsets
-// to the group's partition of __consumer_offsets as a transactional batch once the
-// transaction coordinator has verified that the transaction holds that partition.
-func (b *Broker) handleTxnOffsetCommit(req *kmsg.TxnOffsetCommitRequest) kmsg.Response {
-	verify := func(appendFn func()) int16 {
-		tp := kafka.TopicPartition{Topic: group.TopicName, Partition: b.groups.PartitionFor(req.Group)}
-		if e := b.verifyTxn(req.TransactionalID, req.ProducerID, req.ProducerEpoch, tp, appendFn); e != nil {
-			return e.Code
-		}
-		return 0
-	}
-	return b.groups.TxnOffsetCommit(b.ctx, req, verify)
-}
-
-func (b *Broker) handleDescribeTransactions(req *kmsg.DescribeTransactionsRequest) kmsg.Response {
-	resp := req.ResponseKind().(*kmsg.DescribeTransactionsResponse)
-	for _, id := range req.TransactionalIDs {
-		resp.TransactionStates = append(resp.TransactionStates, b.txns.Describe(id))
-	}
-	return resp
-}
-
-func (b *Broker) handleListTransactions(req *kmsg.ListTransactionsRequest) kmsg.Response {
-	return b.txns.List(req, nowMs())
 }

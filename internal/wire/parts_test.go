@@ -85,7 +85,7 @@ func testParts(f *os.File, data []byte) ([]Part, []byte) {
 // connection to it.
 func servePartsHandler(t *testing.T, h *partsHandler) net.Conn {
 	t.Helper()
-	s := &Server{Versions: DefaultVersions(), MaxRequestBytes: 1 << 20, NewRequest: kmsg.RequestForKey, Handler: h}
+	s := &Server{Versions: testVersions(), MaxRequestBytes: 1 << 20, NewRequest: kmsg.RequestForKey, Handler: h}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

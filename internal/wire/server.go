@@ -1,8 +1,9 @@
 // Package wire is kmirror's Kafka protocol layer: framing, request headers v0–v2, the
-// version table (ApiVersions), and one loop per connection that handles requests in
-// order and answers in order, as Apache Kafka's SocketServer/RequestChannel do (Kafka
-// mutes a connection while a request is in flight; pipelined requests are still
-// answered in order). Bodies are encoded and decoded with franz-go's kmsg.
+// version table type (a listener's table, answered to ApiVersions; internal/broker fills
+// it from its API registry), and one loop per connection that handles requests in order
+// and answers in order, as Apache Kafka's SocketServer/RequestChannel do (Kafka mutes a
+// connection while a request is in flight; pipelined requests are still answered in
+// order). Bodies are encoded and decoded with franz-go's kmsg.
 package wire
 
 import (

@@ -26,10 +26,22 @@ func (h *echoHandler) Handle(_ context.Context, req *Request) kmsg.Response {
 	return req.Body.ResponseKind()
 }
 
+// testVersions is the version table of the test servers: every request kmsg knows, at
+// every version it encodes.
+func testVersions() *Versions {
+	ranges := map[int16]VersionRange{}
+	for k := int16(0); k <= kmsg.MaxKey; k++ {
+		if r := kmsg.RequestForKey(k); r != nil {
+			ranges[k] = VersionRange{Min: 0, Max: r.MaxVersion()}
+		}
+	}
+	return NewVersions(ranges)
+}
+
 func startServer(t *testing.T) (*Server, *echoHandler, string) {
 	t.Helper()
 	h := &echoHandler{}
-	s := &Server{Versions: DefaultVersions(), MaxRequestBytes: 1 << 20, NewRequest: kmsg.RequestForKey, Handler: h}
+	s := &Server{Versions: testVersions(), MaxRequestBytes: 1 << 20, NewRequest: kmsg.RequestForKey, Handler: h}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -158,7 +170,7 @@ func FuzzServeFrame(f *testing.F) {
 			f.Add(append(header(req.Key(), v, 7, &id, req.IsFlexible(), []byte{0}), req.AppendTo(nil)...))
 		}
 	}
-	s := &Server{Versions: DefaultVersions(), MaxRequestBytes: 1 << 20, NewRequest: kmsg.RequestForKey, Handler: &echoHandler{}}
+	s := &Server{Versions: testVersions(), MaxRequestBytes: 1 << 20, NewRequest: kmsg.RequestForKey, Handler: &echoHandler{}}
 	s.init()
 	a, b := net.Pipe()
 	defer a.Close()

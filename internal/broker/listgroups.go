@@ -1,0 +1,11 @@
+package broker
+
+// ListGroups, served by the group coordinator (internal/group).
+
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/internal/group"
+)
+
+func init() { register(kmsg.ListGroups, 0, 5, byGroups((*group.Coordinator).ListGroups)) }
