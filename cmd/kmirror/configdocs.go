@@ -42,6 +42,9 @@ func writeConfigDocs(w io.Writer) {
 			if d.Synonym != "" {
 				meaning += " Default from broker key `" + d.Synonym + "`."
 			}
+			if set["process.roles"] != nil && config.IsDynamicBrokerKey(n) {
+				meaning += " Dynamic (`kafka-configs --entity-type brokers`)."
+			}
 			if len(d.Valid) > 0 {
 				meaning += " One of: " + strings.Join(d.Valid, ", ") + "."
 			}

@@ -26,25 +26,6 @@ const (
 	resourceBroker int8 = 4
 )
 
-// dynamicBrokerKeys are the broker keys a running broker applies when they change
-// (AlterConfigs and IncrementalAlterConfigs on the broker resource): the topic-config
-// defaults (log.retention.ms for retention.ms, ...), read when a topic does not set its
-// own. Every other broker key is read once at start-up — listeners, roles, quorum,
-// timeouts, coordinator settings — so, as Kafka answers for its read-only configs, a
-// change is refused ("Cannot update these configs dynamically") and DescribeConfigs
-// marks it ReadOnly. The minutes/hours forms of retention and roll time are resolved into
-// log.retention.ms and log.roll.ms once, at start-up (config.Def.Fallback), and are
-// refused too: set log.retention.ms / log.roll.ms instead.
-var dynamicBrokerKeys = func() map[string]bool {
-	out := map[string]bool{}
-	for _, name := range config.Topic.Names() {
-		if s := config.Topic[name].Synonym; s != "" && config.Broker[s] != nil {
-			out[s] = true
-		}
-	}
-	return out
-}()
-
 // brokerConfig is a broker key's effective value and source.
 func (b *Broker) brokerConfig(name string) (string, int8) {
 	if v, ok := b.meta.Image().BrokerConfigs[name]; ok {
@@ -111,7 +92,7 @@ func (b *Broker) applyConfigOps(ctx context.Context, rt int8, resource string, o
 		if d == nil {
 			return kerr.InvalidConfig, fmt.Sprintf("unknown configuration %q", o.name)
 		}
-		if rt == resourceBroker && !dynamicBrokerKeys[o.name] {
+		if rt == resourceBroker && !config.IsDynamicBrokerKey(o.name) {
 			return kerr.InvalidRequest, "Cannot update these configs dynamically: " + o.name
 		}
 		if o.value != nil {

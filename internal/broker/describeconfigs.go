@@ -128,7 +128,7 @@ func (b *Broker) describeBrokerConfig(name string, req *kmsg.DescribeConfigsRequ
 	c := kmsg.NewDescribeConfigsResponseResourceConfig()
 	c.Name, c.Value, c.Source = name, strp(v), kmsg.ConfigSource(src)
 	c.IsDefault = src == sourceDefault
-	c.ReadOnly = !dynamicBrokerKeys[name]
+	c.ReadOnly = !config.IsDynamicBrokerKey(name)
 	c.ConfigType = kmsg.ConfigType(d.Type)
 	c.Documentation = doc(d, req)
 	if req.IncludeSynonyms {

@@ -46,6 +46,11 @@ type Def struct {
 	Max       float64 // inclusive upper bound for numbers (ignored when MaxSet is false)
 	MaxSet    bool
 	Sensitive bool
+	// Dynamic marks a broker key a running broker applies when it changes (AlterConfigs
+	// on the BROKER resource, Kafka's DynamicBrokerConfig); every other broker key is
+	// read at start-up and a dynamic change of it is refused. The broker keys that are
+	// topic-config defaults (Synonym of a topic key) are dynamic without the mark.
+	Dynamic bool
 	// Fallback supplies the value when the key is not set: the first set key of the
 	// list, times its Factor (Kafka's KafkaConfig.logRetentionTimeMillis: log.retention.ms,
 	// else log.retention.minutes, else log.retention.hours). See Values.Get.
@@ -164,6 +169,24 @@ func (s Set) Names() []string {
 	sort.Strings(names)
 	return names
 }
+
+// IsDynamicBrokerKey reports whether the broker key name is applied when it changes at
+// run time: marked Dynamic, or the default of a topic config.
+func IsDynamicBrokerKey(name string) bool {
+	d := Broker[name]
+	return d != nil && (d.Dynamic || topicDefaults[name])
+}
+
+// topicDefaults are the broker keys that are a topic config's Synonym.
+var topicDefaults = func() map[string]bool {
+	out := map[string]bool{}
+	for _, d := range Topic {
+		if d.Synonym != "" {
+			out[d.Synonym] = true
+		}
+	}
+	return out
+}()
 
 func define(defs ...Def) Set {
 	s := make(Set, len(defs))

@@ -95,14 +95,14 @@ var Broker = define(
 	Def{Name: "num.replica.fetchers", Type: TypeInt, Default: "1", Doc: "Follower fetchers per source broker. Not used yet (replication)."},
 	Def{Name: "replica.high.watermark.checkpoint.interval.ms", Type: TypeLong, Default: "5000", Unit: "ms", Doc: "How often high watermarks are written to replication-offset-checkpoint. Not used yet (replication)."},
 	minimum(Def{Name: "producer.id.expiration.ms", Type: TypeInt, Default: "86400000", Unit: "ms", Doc: "A partition leader forgets a producer ID idle for this long (never during an open transaction). Not used yet."}, 1),
-	minimum(Def{Name: "mirror.state.topic.num.partitions", Type: TypeInt, Default: "50", Doc: "Partitions of __mirror_state (spec §4)."}, 1),
+	minimum(Def{Name: "mirror.state.topic.num.partitions", Dynamic: true, Type: TypeInt, Default: "50", Doc: "Partitions of __mirror_state (spec §4)."}, 1),
 	Def{Name: "mirror.state.topic.replication.factor", Type: TypeShort, Default: "3", Doc: "Replication factor of __mirror_state when it is created: the topic waits until this many brokers are registered (a one-node cluster uses 1 unless this is set), as Kafka's internal topics do."},
-	minimum(Def{Name: "mirror.num.replica.fetchers", Type: TypeInt, Default: "1", Doc: "Mirror fetchers per source broker per mirror. Dynamic."}, 1),
-	between(Def{Name: "mirror.metadata.refresh.interval.ms", Type: TypeLong, Default: "30000", Unit: "ms", Doc: "Period of the mirror metadata sync tasks (spec §9). Dynamic."}, 1, 86400000),
-	between(Def{Name: "mirror.failed.retry.initial.backoff.ms", Type: TypeLong, Default: "100", Unit: "ms", Doc: "First retry backoff of a FAILED mirror partition. Dynamic."}, 1, 86400000),
-	between(Def{Name: "mirror.failed.retry.max.backoff.ms", Type: TypeLong, Default: "300000", Unit: "ms", Doc: "Largest retry backoff of a FAILED mirror partition. Dynamic."}, 1, 86400000),
-	minimum(Def{Name: "mirror.failed.retry.max.attempts", Type: TypeInt, Default: "20", Doc: "Retries of a FAILED mirror partition; 0 disables retries. Dynamic."}, 0),
-	minimum(Def{Name: "mirror.replication.throttled.rate", Type: TypeLong, Default: maxI64, Unit: "bytes/s", Doc: "Cap on the mirror fetch traffic of this broker, for the partitions listed in their topic's mirror.replication.throttled.replicas (as Kafka's follower.replication.throttled.rate). Dynamic."}, 1),
+	minimum(Def{Name: "mirror.num.replica.fetchers", Dynamic: true, Type: TypeInt, Default: "1", Doc: "Mirror fetchers per source broker per mirror."}, 1),
+	between(Def{Name: "mirror.metadata.refresh.interval.ms", Dynamic: true, Type: TypeLong, Default: "30000", Unit: "ms", Doc: "Period of the mirror metadata sync tasks (spec §9)."}, 1, 86400000),
+	between(Def{Name: "mirror.failed.retry.initial.backoff.ms", Dynamic: true, Type: TypeLong, Default: "100", Unit: "ms", Doc: "First retry backoff of a FAILED mirror partition."}, 1, 86400000),
+	between(Def{Name: "mirror.failed.retry.max.backoff.ms", Dynamic: true, Type: TypeLong, Default: "300000", Unit: "ms", Doc: "Largest retry backoff of a FAILED mirror partition."}, 1, 86400000),
+	minimum(Def{Name: "mirror.failed.retry.max.attempts", Dynamic: true, Type: TypeInt, Default: "20", Doc: "Retries of a FAILED mirror partition; 0 disables retries."}, 0),
+	minimum(Def{Name: "mirror.replication.throttled.rate", Dynamic: true, Type: TypeLong, Default: maxI64, Unit: "bytes/s", Doc: "Cap on the mirror fetch traffic of this broker, for the partitions listed in their topic's mirror.replication.throttled.replicas (as Kafka's follower.replication.throttled.rate)."}, 1),
 )
 
 // Topic holds the topic-level definitions (Kafka's TopicConfig / LogConfig), each with

@@ -145,3 +145,14 @@ func TestMirrorConfigStoredTrimmed(t *testing.T) {
 	}
 	check("alter", map[string]string{cfgBootstrap: addr, "fetch.wait.max.ms": "250", cfgGroupsExclude: "g1,g2"})
 }
+
+// TestDynamicMirrorKeysAreDynamicBrokerKeys: every mirror.* broker key the manager
+// overlays from the dynamic broker configs is one the broker lets AlterConfigs change
+// (config.Def.Dynamic); one missing would be refused as read-only.
+func TestDynamicMirrorKeysAreDynamicBrokerKeys(t *testing.T) {
+	for name := range brokerConfigNames {
+		if !config.IsDynamicBrokerKey(name) {
+			t.Errorf("%s is applied dynamically by the mirror manager but not marked Dynamic in internal/config", name)
+		}
+	}
+}
