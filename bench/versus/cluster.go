@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -27,6 +28,7 @@ type clusterSettings struct {
 	Nodes          int     `json:"nodes"`
 	Partitions     int     `json:"partitions"`
 	Records        int     `json:"records"`
+	Startups       int     `json:"startups"`
 	LatencyRate    int     `json:"latency_records_per_s"`
 	LatencySeconds float64 `json:"latency_seconds"`
 	RecordBytes    int     `json:"record_bytes"`
@@ -38,15 +40,43 @@ type clusterSettings struct {
 	Properties []string `json:"common_server_properties"`
 }
 
+// startup is one start of a fresh cluster.
+type startup struct {
+	// MetadataS is the last node started → the first Metadata response (from any node)
+	// listing every node as a broker.
+	MetadataS float64 `json:"metadata_s"`
+	// TopicS is the last node started → the first topic created (CreateTopics answered
+	// without error) with a leader answering ListOffsets for every partition.
+	TopicS float64 `json:"topic_s"`
+	// StopS is SIGTERM to every node at once → every node exited, for the start-ups
+	// that were not measured further (0 for the last one).
+	StopS float64 `json:"stop_s,omitempty"`
+}
+
+// median is the median of vs (the mean of the middle two for an even count).
+func median(vs []float64) float64 {
+	if len(vs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), vs...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
 // clusterResult is one cluster's column of the cluster table.
 type clusterResult struct {
 	Cluster string `json:"cluster"`
-	// MetadataS is the last node started → the first Metadata response (from any node)
-	// listing every node as a broker.
-	MetadataS float64 `json:"startup_metadata_s"`
-	// TopicS is the last node started → the first topic created (CreateTopics answered
-	// without error) with a leader answering ListOffsets for every partition.
-	TopicS      float64    `json:"startup_topic_s"`
+	// Startups are the start-ups of fresh clusters (cs.Startups of them, each formatted
+	// anew); the last one is the cluster measured. MetadataS and TopicS are their medians.
+	Startups  []startup `json:"startups"`
+	MetadataS float64   `json:"startup_metadata_s_median"`
+	TopicS    float64   `json:"startup_topic_s_median"`
+	// StopS is SIGTERM to every node of the measured cluster at once → every node exited,
+	// after the run.
+	StopS       float64    `json:"stop_s"`
 	Produce     throughput `json:"produce"`
 	ProduceCPUS float64    `json:"produce_cpu_s"` // the nodes' utime+stime over the produce window, summed
 	Consume     throughput `json:"consume"`
@@ -189,14 +219,18 @@ func (c *cluster) alive() {
 	}
 }
 
-// stop stops every node at once (SIGTERM, SIGKILL after 60 s).
-func (c *cluster) stop() {
+// stop stops every node at once (SIGTERM, SIGKILL after 60 s) and returns how long
+// until all exited.
+func (c *cluster) stop() float64 {
+	t := time.Now()
+	defer func() { logf("cluster %s: stopped in %.2fs", c.name, time.Since(t).Seconds()) }()
 	var wg sync.WaitGroup
 	for _, p := range c.nodes {
 		wg.Add(1)
 		go func() { defer wg.Done(); p.stop() }()
 	}
 	wg.Wait()
+	return time.Since(t).Seconds()
 }
 
 // profile records every node with `perf record` when -perf is set (profile).
@@ -264,7 +298,7 @@ func brokersListed(addr string) int {
 // 10 ms) until one lists every node as a broker, then creates topic (replication factor
 // 1, retried every 10 ms until CreateTopics succeeds) and polls until every partition's
 // leader answers ListOffsets. Both times are from c.started.
-func waitServing(c *cluster, topic string, partitions int, r *clusterResult) {
+func waitServing(c *cluster, topic string, partitions int) (r startup) {
 	deadline := c.started.Add(3 * time.Minute)
 	for n := 0; n < len(c.nodes); {
 		c.alive()
@@ -300,7 +334,10 @@ func waitServing(c *cluster, topic string, partitions int, r *clusterResult) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	for endOffsets(adm, topic) < 0 {
+	// A new client for each poll: right after CreateTopics another broker may not know
+	// the topic yet (in Kafka as in kmirror, the brokers' metadata follows the
+	// controller's), and a franz-go client keeps such an answer for MetadataMinAge (5 s).
+	for !topicLed(c.addr(), topic) {
 		c.alive()
 		if time.Now().After(deadline) {
 			fatalf("%s: topic %s has partitions without a leader after 3 minutes", c.name, topic)
@@ -308,11 +345,20 @@ func waitServing(c *cluster, topic string, partitions int, r *clusterResult) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	r.TopicS = time.Since(c.started).Seconds()
+	return r
+}
+
+// topicLed reports whether a new client bootstrapped from addr finds a leader answering
+// ListOffsets for every partition of topic.
+func topicLed(addr, topic string) bool {
+	cl := newClient(kgo.SeedBrokers(addr))
+	defer cl.Close()
+	return endOffsets(kadm.NewClient(cl), topic) >= 0
 }
 
 // benchClusters measures a cluster of n kmirror nodes, then one of n Apache Kafka nodes.
-func benchClusters(bin, tmp string, s settings, n, partitions int) clusterReport {
-	cs := clusterSettings{KafkaVersion: s.KafkaVersion, DataDir: tmp, Nodes: n, Partitions: partitions, Records: s.BrokerRecords,
+func benchClusters(bin, tmp string, s settings, n, partitions, startups int) clusterReport {
+	cs := clusterSettings{KafkaVersion: s.KafkaVersion, DataDir: tmp, Nodes: n, Partitions: partitions, Records: s.BrokerRecords, Startups: startups,
 		LatencyRate: s.LatencyRate, LatencySeconds: s.LatencySeconds, RecordBytes: recordSize, Client: s.Client,
 		KafkaJVM: jvmOpts(kafkaHeap), Properties: commonProps}
 	rep := clusterReport{Date: time.Now().UTC().Format(time.RFC3339), Machine: describeMachine(tmp), Settings: cs}
@@ -322,18 +368,28 @@ func benchClusters(bin, tmp string, s settings, n, partitions int) clusterReport
 	return rep
 }
 
-// benchCluster starts a cluster and measures it: start-up to serving, warm-up, produce
+// benchCluster starts fresh clusters cs.Startups times (start-up to serving; each but
+// the last stopped again) and measures the last one: warm-up, produce
 // and consume throughput on one topic, produce latency at a fixed rate on another (both
 // of cs.Partitions partitions), then each node's peak RSS and CPU.
 func benchCluster(kind clusterKind, dir string, cs clusterSettings) clusterResult {
-	logf("cluster %s: formatting and starting %d nodes", kind.name, cs.Nodes)
-	c := startCluster(kind, dir, cs.Nodes)
-	defer c.stop()
 	r := clusterResult{Cluster: kind.name}
 	topic := fmt.Sprintf("t%d", cs.Partitions)
-	waitServing(c, topic, cs.Partitions, &r)
-	logf("cluster %s: %d brokers listed after %.2fs, topic %s created and led after %.2fs; warm-up, then produce/consume %d records",
-		kind.name, cs.Nodes, r.MetadataS, topic, r.TopicS, cs.Records)
+	var c *cluster
+	var meta, topicS []float64
+	for i := range max(1, cs.Startups) {
+		if c != nil {
+			r.Startups[i-1].StopS = c.stop()
+		}
+		logf("cluster %s: formatting and starting %d nodes (start-up %d of %d)", kind.name, cs.Nodes, i+1, max(1, cs.Startups))
+		c = startCluster(kind, filepath.Join(dir, fmt.Sprintf("start%d", i+1)), cs.Nodes)
+		st := waitServing(c, topic, cs.Partitions)
+		logf("cluster %s: %d brokers listed after %.2fs, topic %s created and led after %.2fs", kind.name, cs.Nodes, st.MetadataS, topic, st.TopicS)
+		r.Startups = append(r.Startups, st)
+		meta, topicS = append(meta, st.MetadataS), append(topicS, st.TopicS)
+	}
+	r.MetadataS, r.TopicS = median(meta), median(topicS)
+	logf("cluster %s: warm-up, then produce/consume %d records", kind.name, cs.Records)
 	warmUp(c.addr(), cs.Partitions, cs.Records/3)
 	window := func(label string, f func() throughput) (throughput, float64) {
 		cpu := c.cpu()
@@ -353,6 +409,7 @@ func benchCluster(kind clusterKind, dir string, cs clusterSettings) clusterResul
 	}
 	c.alive()
 	logf("cluster %s: produce %.1f MB/s, consume %.1f MB/s, latency p50 %.1f ms p99 %.1f ms, peak RSS %v MB", kind.name, r.Produce.MBps, r.Consume.MBps, r.Latency.P50Ms, r.Latency.P99Ms, r.PeakRSSMB)
+	r.StopS = c.stop()
 	return r
 }
 
@@ -391,8 +448,17 @@ func renderClusterMarkdown(r clusterReport) string {
 	row("peak RSS MB (VmHWM), sum of the nodes", sum(k.PeakRSSMB), sum(a.PeakRSSMB))
 	fmt.Fprintf(&b, "| peak RSS MB of each node, in node.id order | %s | %s | |\n", perNode(k.PeakRSSMB), perNode(a.PeakRSSMB))
 	row("nodes' CPU s over the whole run (sum)", sum(k.CPUSeconds), sum(a.CPUSeconds))
-	row(fmt.Sprintf("start-up s: last node started → Metadata lists %d brokers", s.Nodes), k.MetadataS, a.MetadataS)
-	row(fmt.Sprintf("start-up s: last node started → a %d-partition topic created, every partition led", s.Partitions), k.TopicS, a.TopicS)
+	row(fmt.Sprintf("start-up s: last node started → Metadata lists %d brokers (median of %d)", s.Nodes, len(k.Startups)), k.MetadataS, a.MetadataS)
+	row(fmt.Sprintf("start-up s: last node started → a %d-partition topic created, every partition led (median)", s.Partitions), k.TopicS, a.TopicS)
+	startups := func(r clusterResult) string {
+		parts := make([]string, len(r.Startups))
+		for i, st := range r.Startups {
+			parts[i] = num(st.TopicS)
+		}
+		return strings.Join(parts, " / ")
+	}
+	fmt.Fprintf(&b, "| start-up s to the led topic, each start-up | %s | %s | |\n", startups(k), startups(a))
+	row("stop s: SIGTERM to every node at once → all exited, after the run", k.StopS, a.StopS)
 	b.WriteString("\nThe machine is shared (2 cores, other work may run at the same time), so figures vary between runs by up to about 2× for throughput; the ratios of one run are what to compare.\n")
 	return b.String()
 }

@@ -153,10 +153,12 @@ func main() {
 	only := flag.String("only", "", "run only 'broker' or 'mirror', or 'cluster': a 3-node kmirror cluster against a 3-node Apache Kafka cluster alone (not part of the default run; results in cluster-<date>.{json,md})")
 	nodes := flag.Int("nodes", 3, "nodes of each cluster of -only cluster")
 	clusterParts := flag.Int("cluster-partitions", 12, "partitions of the topics of -only cluster")
+	startups := flag.Int("startups", 3, "start-ups of a fresh cluster per system of -only cluster (the median is reported; the last cluster is measured)")
 	flag.StringVar(&s.MirrorProps, "mirror-props", "", "extra key=value lines (comma-separated) for kmirror's mirror.properties, e.g. fetch.max.bytes=8388608")
 	withMM2 := flag.Bool("mm2", true, "run MirrorMaker 2 (false: kmirror's mirroring figures only)")
 	tuned1 := flag.Bool("tuned1", true, fmt.Sprintf("also mirror a second 1-partition uncompressed backlog with a second mirror whose fetch.max.bytes is %d", tunedFetchMaxBytes))
 	flag.StringVar(&perfDir, "perf", "", "directory for `perf record` profiles of kmirror's consume and mirror catch-up windows")
+	keep := flag.Bool("keep", false, "keep the temp directory (data and logs of every process) instead of removing it")
 	flag.Parse()
 	if *only != "" && *only != "broker" && *only != "mirror" && *only != "cluster" {
 		fatalf("-only %q: expected broker, mirror or cluster", *only)
@@ -169,7 +171,11 @@ func main() {
 
 	tmp, err := os.MkdirTemp(*base, "kmirror-versus-")
 	must(err)
-	defer os.RemoveAll(tmp)
+	if *keep {
+		defer fmt.Fprintf(os.Stderr, "kept %s\n", tmp)
+	} else {
+		defer os.RemoveAll(tmp)
+	}
 	s.DataDir = tmp
 	bin := filepath.Join(tmp, "kmirror")
 	if b, err := exec.Command("go", "build", "-o", bin, "./cmd/kmirror").CombinedOutput(); err != nil {
@@ -183,7 +189,7 @@ func main() {
 	must(err)
 
 	if *only == "cluster" {
-		rep := benchClusters(bin, tmp, s, *nodes, *clusterParts)
+		rep := benchClusters(bin, tmp, s, *nodes, *clusterParts, *startups)
 		writeResults(*out, "cluster", rep, renderClusterMarkdown(rep))
 		return
 	}
