@@ -389,6 +389,7 @@ func benchCluster(kind clusterKind, dir string, cs clusterSettings) clusterResul
 		meta, topicS = append(meta, st.MetadataS), append(topicS, st.TopicS)
 	}
 	r.MetadataS, r.TopicS = median(meta), median(topicS)
+	createTopic(c.addr(), "lat", cs.Partitions, nil)
 	logf("cluster %s: warm-up, then produce/consume %d records", kind.name, cs.Records)
 	warmUp(c.addr(), cs.Partitions, cs.Records/3)
 	window := func(label string, f func() throughput) (throughput, float64) {
@@ -402,7 +403,7 @@ func benchCluster(kind clusterKind, dir string, cs clusterSettings) clusterResul
 	}
 	r.Produce, r.ProduceCPUS = window("produce", func() throughput { return produce(c.addr(), topic, "none", cs.Records) })
 	r.Consume, r.ConsumeCPUS = window("consume", func() throughput { return consume(c.addr(), topic, cs.Records) })
-	r.Latency = fixedRateLatency("cluster "+kind.name, c.addr(), cs.Partitions, cs.LatencyRate, cs.LatencySeconds)
+	r.Latency = fixedRateLatency("cluster "+kind.name, c.addr(), cs.LatencyRate, cs.LatencySeconds)
 	for _, p := range c.nodes {
 		r.PeakRSSMB = append(r.PeakRSSMB, p.peakRSSMB())
 		r.CPUSeconds = append(r.CPUSeconds, p.cpu())
