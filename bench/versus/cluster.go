@@ -75,8 +75,9 @@ type clusterResult struct {
 	MetadataS float64   `json:"startup_metadata_s_median"`
 	TopicS    float64   `json:"startup_topic_s_median"`
 	// StopS is SIGTERM to every node of the measured cluster at once → every node exited,
-	// after the run.
+	// after the run; StopSMedian the median of it and the start-ups' StopS.
 	StopS       float64    `json:"stop_s"`
+	StopSMedian float64    `json:"stop_s_median"`
 	Produce     throughput `json:"produce"`
 	ProduceCPUS float64    `json:"produce_cpu_s"` // the nodes' utime+stime over the produce window, summed
 	Consume     throughput `json:"consume"`
@@ -103,10 +104,14 @@ func sum(vs []float64) float64 {
 }
 
 type clusterReport struct {
-	Date     string          `json:"date"`
-	Machine  machine         `json:"machine"`
-	Settings clusterSettings `json:"settings"`
-	Clusters []clusterResult `json:"clusters"`
+	Date    string  `json:"date"`
+	Machine machine `json:"machine"`
+	// LoadBefore and LoadAfter are /proc/loadavg's 1, 5 and 15 minute load averages
+	// before and after the run (the machine may be shared).
+	LoadBefore string          `json:"load_average_before"`
+	LoadAfter  string          `json:"load_average_after"`
+	Settings   clusterSettings `json:"settings"`
+	Clusters   []clusterResult `json:"clusters"`
 }
 
 // commonProps are the server.properties lines of every node of both clusters after its
@@ -356,15 +361,23 @@ func topicLed(addr, topic string) bool {
 	return endOffsets(kadm.NewClient(cl), topic) >= 0
 }
 
+// loadAverage is the first three fields of /proc/loadavg ("" when unreadable).
+func loadAverage() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	return strings.Join(f[:min(3, len(f))], " ")
+}
+
 // benchClusters measures a cluster of n kmirror nodes, then one of n Apache Kafka nodes.
 func benchClusters(bin, tmp string, s settings, n, partitions, startups int) clusterReport {
 	cs := clusterSettings{KafkaVersion: s.KafkaVersion, DataDir: tmp, Nodes: n, Partitions: partitions, Records: s.BrokerRecords, Startups: startups,
 		LatencyRate: s.LatencyRate, LatencySeconds: s.LatencySeconds, RecordBytes: recordSize, Client: s.Client,
 		KafkaJVM: jvmOpts(kafkaHeap), Properties: commonProps}
-	rep := clusterReport{Date: time.Now().UTC().Format(time.RFC3339), Machine: describeMachine(tmp), Settings: cs}
+	rep := clusterReport{Date: time.Now().UTC().Format(time.RFC3339), Machine: describeMachine(tmp), Settings: cs, LoadBefore: loadAverage()}
 	for _, k := range []clusterKind{kmirrorKind(bin), kafkaKind(s.KafkaVersion)} {
 		rep.Clusters = append(rep.Clusters, benchCluster(k, filepath.Join(tmp, "c-"+k.short), cs))
 	}
+	rep.LoadAfter = loadAverage()
 	return rep
 }
 
@@ -411,6 +424,11 @@ func benchCluster(kind clusterKind, dir string, cs clusterSettings) clusterResul
 	c.alive()
 	logf("cluster %s: produce %.1f MB/s, consume %.1f MB/s, latency p50 %.1f ms p99 %.1f ms, peak RSS %v MB", kind.name, r.Produce.MBps, r.Consume.MBps, r.Latency.P50Ms, r.Latency.P99Ms, r.PeakRSSMB)
 	r.StopS = c.stop()
+	stops := []float64{r.StopS}
+	for _, st := range r.Startups[:len(r.Startups)-1] {
+		stops = append(stops, st.StopS)
+	}
+	r.StopSMedian = median(stops)
 	return r
 }
 
@@ -420,6 +438,7 @@ func renderClusterMarkdown(r clusterReport) string {
 	s := r.Settings
 	fmt.Fprintf(&b, "### %d-node cluster: kmirror vs Apache Kafka %s (KRaft) — %s\n\n", s.Nodes, s.KafkaVersion, r.Date[:10])
 	b.WriteString(machineAndClient(r.Machine, s.DataDir, s.Client, s.RecordBytes, "make bench-cluster"))
+	fmt.Fprintf(&b, "Load average (1, 5, 15 min) before the run: %s; after: %s.\n\n", r.LoadBefore, r.LoadAfter)
 	fmt.Fprintf(&b, "Each cluster: %d combined broker+controller nodes (`process.roles=broker,controller`, a static quorum of all of them in `controller.quorum.voters`), one process each, formatted with `storage format -t ID -c FILE` (not timed), replication factor 1, the same server.properties keys for both systems (%s), Apache Kafka's JVMs with %s. Topics of %d partitions, spread over the nodes by each controller; clients bootstrap from node 1. The clusters run one after the other, each alone on the machine.\n\n",
 		s.Nodes, "`"+strings.Join(s.Properties, "`, `")+"`", strings.Join(s.KafkaJVM[:2], " "), s.Partitions)
 	if len(r.Clusters) != 2 {
@@ -459,7 +478,15 @@ func renderClusterMarkdown(r clusterReport) string {
 		return strings.Join(parts, " / ")
 	}
 	fmt.Fprintf(&b, "| start-up s to the led topic, each start-up | %s | %s | |\n", startups(k), startups(a))
-	row("stop s: SIGTERM to every node at once → all exited, after the run", k.StopS, a.StopS)
+	row(fmt.Sprintf("stop s: SIGTERM to every node at once → all exited (median of %d)", len(k.Startups)), k.StopSMedian, a.StopSMedian)
+	stops := func(r clusterResult) string {
+		parts := []string{}
+		for _, st := range r.Startups[:len(r.Startups)-1] {
+			parts = append(parts, num(st.StopS))
+		}
+		return strings.Join(append(parts, num(r.StopS)+" (after the run)"), " / ")
+	}
+	fmt.Fprintf(&b, "| stop s, each cluster | %s | %s | |\n", stops(k), stops(a))
 	b.WriteString("\nThe machine is shared (2 cores, other work may run at the same time), so figures vary between runs by up to about 2× for throughput; the ratios of one run are what to compare.\n")
 	return b.String()
 }
