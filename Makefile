@@ -4,7 +4,7 @@ BIN := bin/kmirror
 # Packages whose state is shared between goroutines run under the race detector.
 RACE_PKGS := ./internal/wire/... ./internal/netmux/... ./internal/storage/... ./internal/partition/... ./internal/metadata/... ./internal/controller/... ./internal/group/... ./internal/txn/... ./internal/mirror/... ./internal/broker/...
 
-.PHONY: build test unit race fuzz checks lint deps docs bench interop bench-broker clients
+.PHONY: build test unit race fuzz checks lint deps docs bench bench-cluster interop bench-broker clients
 
 build:
 	$(GO) build -o $(BIN) ./cmd/kmirror
@@ -62,3 +62,10 @@ bench-broker:
 # A benchmark, not a test: CI does not run it.
 bench:
 	$(GO) run ./bench/versus $(BENCH_FLAGS)
+
+# bench-cluster runs bench/versus -only cluster: a 3-node kmirror cluster against a 3-node
+# Apache Kafka 4.x KRaft cluster (combined broker+controller nodes, RF 1, loopback), one after
+# the other (about 2 minutes on 2 cores); writes bench/results/cluster-<date>.{json,md}.
+# A benchmark, not a test: CI does not run it.
+bench-cluster:
+	$(GO) run ./bench/versus -only cluster $(BENCH_FLAGS)

@@ -20,6 +20,15 @@
 //     with an 8 MiB per-partition fetch.max.bytes), and its CPU per GB against a franz-go
 //     consume-and-re-produce pipeline over the same backlogs (1 and 16 partitions).
 //
+// -only cluster (make bench-cluster) runs instead, and only, the cluster comparison:
+// a 3-node kmirror cluster against a 3-node Apache Kafka 4.x KRaft cluster (combined
+// broker+controller nodes, static quorum, one process each, replication factor 1),
+// one after the other, with the same franz-go settings and the same server.properties
+// keys: produce and consume throughput on a 12-partition topic, p50/p99 produce latency
+// at a fixed rate, each node's peak RSS (largest and sum) and CPU, and start-up to
+// serving (the last node started → a Metadata response listing every broker, and → a
+// topic created with every partition led). Its results go to cluster-<date>.json and .md.
+//
 // Results go to bench/results/versus-<date>.json and .md. Apache Kafka's jars come from
 // test/interop/fetch-kafka.sh. Run from the repository root: go run ./bench/versus (or
 // make bench). A benchmark, not a test: CI does not run it.
@@ -44,8 +53,10 @@ import (
 // kafkaJava runs classes from Apache Kafka's jars, with a WARN-level log4j2 config.
 var kafkaJava kafkaproc.Java
 
+// fatalf prints the error, kills the processes the benchmark started and exits.
 func fatalf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "versus: "+format+"\n", args...)
+	killRunning()
 	os.Exit(1)
 }
 
@@ -139,12 +150,19 @@ func main() {
 	lagSecs := flag.Int("lag-seconds", 20, "duration of each steady-state lag run")
 	flag.StringVar(&s.MM2Target, "mm2-target", "kmirror", "MirrorMaker 2 destination: kmirror or kafka")
 	out := flag.String("out", "bench/results", "directory for the results")
-	only := flag.String("only", "", "run only 'broker' or 'mirror'")
+	only := flag.String("only", "", "run only 'broker' or 'mirror', or 'cluster': a 3-node kmirror cluster against a 3-node Apache Kafka cluster alone (not part of the default run; results in cluster-<date>.{json,md})")
+	nodes := flag.Int("nodes", 3, "nodes of each cluster of -only cluster")
+	clusterParts := flag.Int("cluster-partitions", 12, "partitions of the topics of -only cluster")
+	startups := flag.Int("startups", 3, "start-ups of a fresh cluster per system of -only cluster (the median is reported; the last cluster is measured)")
 	flag.StringVar(&s.MirrorProps, "mirror-props", "", "extra key=value lines (comma-separated) for kmirror's mirror.properties, e.g. fetch.max.bytes=8388608")
 	withMM2 := flag.Bool("mm2", true, "run MirrorMaker 2 (false: kmirror's mirroring figures only)")
 	tuned1 := flag.Bool("tuned1", true, fmt.Sprintf("also mirror a second 1-partition uncompressed backlog with a second mirror whose fetch.max.bytes is %d", tunedFetchMaxBytes))
 	flag.StringVar(&perfDir, "perf", "", "directory for `perf record` profiles of kmirror's consume and mirror catch-up windows")
+	keep := flag.Bool("keep", false, "keep the temp directory (data and logs of every process) instead of removing it")
 	flag.Parse()
+	if *only != "" && *only != "broker" && *only != "mirror" && *only != "cluster" {
+		fatalf("-only %q: expected broker, mirror or cluster", *only)
+	}
 	s.LatencySeconds, s.LagSeconds, s.RecordBytes = float64(*latSecs), float64(*lagSecs), recordSize
 	if *tuned1 {
 		s.TunedProps = withProp(s.MirrorProps, "fetch.max.bytes", fmt.Sprint(tunedFetchMaxBytes))
@@ -153,7 +171,11 @@ func main() {
 
 	tmp, err := os.MkdirTemp(*base, "kmirror-versus-")
 	must(err)
-	defer os.RemoveAll(tmp)
+	if *keep {
+		defer fmt.Fprintf(os.Stderr, "kept %s\n", tmp)
+	} else {
+		defer os.RemoveAll(tmp)
+	}
 	s.DataDir = tmp
 	bin := filepath.Join(tmp, "kmirror")
 	if b, err := exec.Command("go", "build", "-o", bin, "./cmd/kmirror").CombinedOutput(); err != nil {
@@ -166,6 +188,11 @@ func main() {
 	kafkaJava, err = kafkaproc.NewJava(strings.TrimSpace(string(o)), tmp)
 	must(err)
 
+	if *only == "cluster" {
+		rep := benchClusters(bin, tmp, s, *nodes, *clusterParts, *startups)
+		writeResults(*out, "cluster", rep, renderClusterMarkdown(rep))
+		return
+	}
 	rep := report{Date: time.Now().UTC().Format(time.RFC3339), Machine: describeMachine(tmp), Settings: s, Lags: map[string]lagResult{}, LagsLow: map[string]lagResult{}}
 	if *only != "mirror" {
 		rep.Brokers = []brokerResult{
@@ -177,15 +204,19 @@ func main() {
 		benchMirror(bin, tmp, s, *withMM2, &rep)
 	}
 
-	md := renderMarkdown(rep)
+	writeResults(*out, "versus", rep, renderMarkdown(rep))
+}
+
+// writeResults prints md and writes v and md to dir/name-<date>.json and .md.
+func writeResults(dir, name string, v any, md string) {
 	fmt.Println()
 	fmt.Print(md)
-	must(os.MkdirAll(*out, 0o755))
+	must(os.MkdirAll(dir, 0o755))
 	stamp := time.Now().UTC().Format("2006-01-02")
-	b, _ := json.MarshalIndent(rep, "", "  ")
-	must(os.WriteFile(filepath.Join(*out, "versus-"+stamp+".json"), append(b, '\n'), 0o644))
-	must(os.WriteFile(filepath.Join(*out, "versus-"+stamp+".md"), []byte(md), 0o644))
-	fmt.Printf("\nwrote %s/versus-%s.{json,md}\n", *out, stamp)
+	b, _ := json.MarshalIndent(v, "", "  ")
+	must(os.WriteFile(filepath.Join(dir, name+"-"+stamp+".json"), append(b, '\n'), 0o644))
+	must(os.WriteFile(filepath.Join(dir, name+"-"+stamp+".md"), []byte(md), 0o644))
+	fmt.Printf("\nwrote %s/%s-%s.{json,md}\n", dir, name, stamp)
 }
 
 // benchBroker measures one broker: start-up, produce and consume on 16 partitions,
@@ -198,11 +229,8 @@ func benchBroker(name string, start func() *proc, s settings) brokerResult {
 	createTopic(p.addr, "t16", 16, nil)
 	createTopic(p.addr, "t1", 1, nil)
 	createTopic(p.addr, "lat", 16, nil)
-	createTopic(p.addr, "warm", 16, nil)
 	logf("broker %s: up in %.2fs; warm-up, then produce/consume %d records", name, r.StartupS, s.BrokerRecords)
-	// A warm-up pass (JIT for the JVM, page cache and buffers for both), not measured.
-	consume(p.addr, "warm", produce(p.addr, "warm", "none", s.BrokerRecords/3).Records)
-	settle()
+	warmUp(p.addr, 16, s.BrokerRecords/3)
 	r.Produce16 = produce(p.addr, "t16", "none", s.BrokerRecords)
 	settle()
 	stop := profile(p, p.name+"-consume")
@@ -211,11 +239,28 @@ func benchBroker(name string, start func() *proc, s settings) brokerResult {
 	settle()
 	r.Produce1 = produce(p.addr, "t1", "none", s.BrokerRecords)
 	settle()
-	logf("broker %s: latency at %d records/s for %.0fs", name, s.LatencyRate, s.LatencySeconds)
-	r.Latency = summarize(paced(p.addr, "lat", "none", s.LatencyRate, time.Duration(s.LatencySeconds)*time.Second, 1).Lat)
+	r.Latency = fixedRateLatency("broker "+name, p.addr, s.LatencyRate, s.LatencySeconds)
 	r.PeakRSSMB = p.peakRSSMB()
 	r.CPUSeconds = p.cpu()
 	return r
+}
+
+// warmUp is a pass not measured (JIT for the JVM, page cache and buffers for both): n
+// records produced to and consumed from a topic "warm" of the given partitions; then
+// settle.
+func warmUp(addr string, partitions, n int) {
+	createTopic(addr, "warm", partitions, nil)
+	consume(addr, "warm", produce(addr, "warm", "none", n).Records)
+	settle()
+}
+
+// fixedRateLatency is the produce latency (Produce call → acknowledgement) on the topic
+// "lat", produced by one client at perSec records/s for seconds. The caller creates
+// "lat" before its warm-up: the first records to a topic created a moment ago can wait
+// for its metadata to reach the brokers and the client, which would be in the p99.
+func fixedRateLatency(name, addr string, perSec int, seconds float64) latency {
+	logf("%s: latency at %d records/s for %.0fs", name, perSec, seconds)
+	return summarize(paced(addr, "lat", "none", perSec, time.Duration(seconds)*time.Second, 1).Lat)
 }
 
 // benchMirror runs the mirroring comparison.

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -82,6 +83,30 @@ func freeAddr() string {
 	return addr
 }
 
+// running are the processes started by launch or startKafka, killed by fatalf.
+var running struct {
+	sync.Mutex
+	procs []*proc
+}
+
+func track(p *proc) *proc {
+	running.Lock()
+	defer running.Unlock()
+	running.procs = append(running.procs, p)
+	return p
+}
+
+// killRunning kills (SIGKILL) every process the benchmark started that still runs.
+func killRunning() {
+	running.Lock()
+	defer running.Unlock()
+	for _, p := range running.procs {
+		if !p.exited() {
+			p.cmd.Process.Kill()
+		}
+	}
+}
+
 func launch(name, addr, logPath string, cmd *exec.Cmd) *proc {
 	logf, err := os.Create(logPath)
 	if err != nil {
@@ -95,7 +120,7 @@ func launch(name, addr, logPath string, cmd *exec.Cmd) *proc {
 		fatalf("start %s: %v", name, err)
 	}
 	go func() { cmd.Wait(); logf.Close(); close(done) }()
-	return p
+	return track(p)
 }
 
 // waitMetadata polls until the broker answers a Metadata request and records the
@@ -153,7 +178,7 @@ func startKafka(name, dir string) *proc {
 	if err != nil {
 		fatalf("%s: %v", name, err)
 	}
-	return &proc{name: name, addr: b.Addr, cmd: b.Cmd, logPath: b.LogPath, started: b.Started, startup: b.Startup, done: b.Done()}
+	return track(&proc{name: name, addr: b.Addr, cmd: b.Cmd, logPath: b.LogPath, started: b.Started, startup: b.Startup, done: b.Done()})
 }
 
 // startMM2 runs MirrorMaker 2 in dedicated mode (org.apache.kafka.connect.mirror.MirrorMaker)

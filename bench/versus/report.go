@@ -68,14 +68,19 @@ func num(v float64) string {
 	}
 }
 
+// machineAndClient are the report's paragraphs on the machine and the client; how is the
+// command that ran it.
+func machineAndClient(m machine, dataDir, client string, recordBytes int, how string) string {
+	return fmt.Sprintf("Machine: %d CPUs (%s), %s memory; disk %s; data under %s (all brokers on the same filesystem, default flush settings: no forced fsync). %s; %s. Everything on loopback, one run, `%s`.\n\nClient: %s. Records of %d B.\n\n",
+		m.NumCPU, m.CPUModel, m.MemTotal, m.Disk, dataDir, m.Java, m.Go, how, client, recordBytes)
+}
+
 // renderMarkdown renders the machine, the settings and the tables.
 func renderMarkdown(r report) string {
 	var b strings.Builder
 	s, m := r.Settings, r.Machine
 	fmt.Fprintf(&b, "### kmirror vs Apache Kafka %s and MirrorMaker 2 — %s\n\n", s.KafkaVersion, r.Date[:10])
-	fmt.Fprintf(&b, "Machine: %d CPUs (%s), %s memory; disk %s; data under %s (all brokers on the same filesystem, default flush settings: no forced fsync). %s; %s. Everything on loopback, one run, `make bench`.\n\n",
-		m.NumCPU, m.CPUModel, m.MemTotal, m.Disk, s.DataDir, m.Java, m.Go)
-	fmt.Fprintf(&b, "Client: %s. Records of %d B.\n\n", s.Client, s.RecordBytes)
+	b.WriteString(machineAndClient(m, s.DataDir, s.Client, s.RecordBytes, "make bench"))
 	if len(r.Brokers) == 2 {
 		k, a := r.Brokers[0], r.Brokers[1]
 		fmt.Fprintf(&b, "#### Broker: kmirror vs %s (single node, JVM -Xmx1G -Xms1G)\n\n", a.Broker)
