@@ -19,8 +19,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf16"
 
+	"github.com/kmirror/kmirror/internal/kafka"
 	"github.com/kmirror/kmirror/internal/record"
 )
 
@@ -159,16 +159,7 @@ func New(opts Options) *Coordinator {
 // Utils.abs(groupId.hashCode()) % numPartitions, with Java's String.hashCode over UTF-16
 // code units (GroupMetadataManager.partitionFor).
 func (c *Coordinator) PartitionFor(groupID string) int32 {
-	var h int32
-	for _, u := range utf16.Encode([]rune(groupID)) {
-		h = 31*h + int32(u)
-	}
-	if h == math.MinInt32 {
-		h = 0
-	} else if h < 0 {
-		h = -h
-	}
-	return h % c.opts.NumPartitions
+	return kafka.Abs(kafka.StringHashCode(groupID)) % c.opts.NumPartitions
 }
 
 // partitionLog returns the log of partition p, opened (outside mu) on first use and

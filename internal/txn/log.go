@@ -2,7 +2,6 @@ package txn
 
 import (
 	"fmt"
-	"unicode/utf16"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -31,16 +30,7 @@ type StateLog interface {
 // Utils.abs(transactionalId.hashCode) % n with Java's String.hashCode over UTF-16
 // (TransactionStateManager.partitionFor).
 func PartitionFor(transactionalID string, n int32) int32 {
-	var h int32
-	for _, u := range utf16.Encode([]rune(transactionalID)) {
-		h = 31*h + int32(u)
-	}
-	if h == -1<<31 {
-		h = 0 // Utils.abs(Integer.MIN_VALUE) is 0
-	} else if h < 0 {
-		h = -h
-	}
-	return h % n
+	return kafka.Abs(kafka.StringHashCode(transactionalID)) % n
 }
 
 // keyBytes is a TxnMetadataKey v0 (TransactionLog.keyToBytes).
