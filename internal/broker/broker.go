@@ -30,6 +30,7 @@ import (
 	"github.com/kmirror/kmirror/internal/mirrorproto"
 	"github.com/kmirror/kmirror/internal/netmux"
 	"github.com/kmirror/kmirror/internal/partition"
+	"github.com/kmirror/kmirror/internal/replication"
 	"github.com/kmirror/kmirror/internal/storage"
 	"github.com/kmirror/kmirror/internal/txn"
 	"github.com/kmirror/kmirror/internal/wire"
@@ -67,6 +68,7 @@ type Broker struct {
 	ctrl       *controller.Controller // nil without the controller role
 	channel    controllerChannel
 	life       *lifecycle
+	fetchers   *replication.Manager // the replica fetchers of the partitions this broker follows
 	logs       *storage.Manager
 	rm         *partition.ReplicaManager
 	groups     *group.Coordinator
@@ -359,9 +361,11 @@ func (b *Broker) awaitQuorum() error {
 // startReplicas deletes stray logs, opens the partitions the image gives this broker and
 // follows every later image (ReplicaManager.Apply).
 func (b *Broker) startReplicas() error {
-	b.rm = partition.NewReplicaManager(partition.Options{
+	b.fetchers = b.newFetchers()
+	b.rm = partition.NewReplicaManager(b.replicaOptions(partition.Options{
 		NodeID: b.nodeID, Logs: b.logs, Config: b.storageConfig, OnChange: b.onLeadershipChange, Logger: b.logger,
-	})
+	}))
+	b.goBackground(func() { b.rm.Run(b.ctx) })
 	im := b.meta.Image()
 	if err := b.rm.DeleteStray(im, func(topic string) bool { return topic == metadataTopic }); err != nil {
 		return err
@@ -421,6 +425,7 @@ func (b *Broker) joinCluster() error {
 // now (Kafka's KafkaApis.onLeadershipChange → onElection / onResignation), with the
 // partition's leader epoch as the coordinator epoch.
 func (b *Broker) onLeadershipChange(ch partition.Change) {
+	b.followChanges(ch)
 	b.coordMu.Lock()
 	defer b.coordMu.Unlock()
 	for _, p := range ch.Resigned {
@@ -590,6 +595,9 @@ func (b *Broker) close() {
 		m.Close()
 	}
 	b.bg.Wait()
+	if b.fetchers != nil {
+		b.fetchers.Close()
+	}
 	if b.rm != nil {
 		b.rm.Stop()
 	}

@@ -1,6 +1,7 @@
 package broker
 
-// Fetch for consumers (ReplicaID −1): MinBytes/MaxWaitMs long polls that park on
+// Fetch for consumers (ReplicaID −1) and followers (ReplicaState, replication.md):
+// MinBytes/MaxWaitMs long polls that park on
 // the partitions' change notifications, MaxBytes and per-partition limits (the first
 // non-empty partition returns at least one whole batch), read_committed up to the LSO
 // with AbortedTransactions, topic IDs (v13+), OFFSET_OUT_OF_RANGE, LastFetchedEpoch →
@@ -143,6 +144,7 @@ func (b *Broker) fetchOnce(ctx context.Context, req *kmsg.FetchRequest, d *fetch
 		maxBytes = 52428800
 	}
 	readCommitted := req.IsolationLevel == 1
+	fetcher := followerOf(req)
 	total := 0
 	anyError := false
 	for _, rt := range req.Topics {
@@ -175,7 +177,7 @@ func (b *Broker) fetchOnce(ctx context.Context, req *kmsg.FetchRequest, d *fetch
 				continue
 			}
 			k := kafka.TopicIDPartition{Topic: rt.Topic, TopicID: rt.TopicID, Partition: rp.Partition}
-			n, stop := b.fetchPartition(part, d, k, rp, readCommitted, maxBytes-total, total == 0, &sp)
+			n, stop := b.fetchPartition(part, d, k, rp, fetcher, readCommitted, maxBytes-total, total == 0, &sp)
 			total += n
 			anyError = anyError || stop
 			st.Partitions = append(st.Partitions, sp)
@@ -185,15 +187,38 @@ func (b *Broker) fetchOnce(ctx context.Context, req *kmsg.FetchRequest, d *fetch
 	return resp, total, anyError
 }
 
+// follower is the replica a follower Fetch comes from (ReplicaState from v15, ReplicaId
+// before); ok false for a consumer's fetch.
+type follower struct {
+	id    int32
+	epoch int64 // its broker epoch, −1 before v15
+	ok    bool
+}
+
+func followerOf(req *kmsg.FetchRequest) follower {
+	if req.Version >= 15 {
+		return follower{id: req.ReplicaState.ID, epoch: req.ReplicaState.Epoch, ok: req.ReplicaState.ID >= 0}
+	}
+	return follower{id: req.ReplicaID, epoch: -1, ok: req.ReplicaID >= 0}
+}
+
 // fetchPartition fills sp for one partition and returns the record bytes added and
 // whether the partition must be answered at once (error or diverging epoch). The
 // records are kept in d as a file range under k (read into a buffer when k has one
-// already: a partition listed twice).
-func (b *Broker) fetchPartition(part *partition.Partition, d *fetchData, k kafka.TopicIDPartition, rp kmsg.FetchRequestTopicPartition, readCommitted bool, budget int, first bool, sp *kmsg.FetchResponseTopicPartition) (int, bool) {
+// already: a partition listed twice). A consumer reads up to the high watermark (the LSO
+// for read_committed); a follower reads up to the LEO, and its fetch offset is recorded
+// as its LEO (Kafka's Partition.fetchRecords for a follower: the HW answered is the one
+// before that update).
+func (b *Broker) fetchPartition(part *partition.Partition, d *fetchData, k kafka.TopicIDPartition, rp kmsg.FetchRequestTopicPartition, from follower, readCommitted bool, budget int, first bool, sp *kmsg.FetchResponseTopicPartition) (int, bool) {
 	l := part.Log()
 	hw, lso := part.HighWatermarkAndLSO()
+	leo := l.LogEndOffset()
 	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = hw, lso, l.LogStartOffset()
-	if err := part.CheckLeader(rp.CurrentLeaderEpoch); err != nil {
+	err := part.CheckLeader(rp.CurrentLeaderEpoch)
+	if err == nil && from.ok {
+		err = part.CheckFollower(from.id, from.epoch)
+	}
+	if err != nil {
 		sp.ErrorCode = partitionError(err).Code
 		return 0, true
 	}
@@ -205,8 +230,20 @@ func (b *Broker) fetchPartition(part *partition.Partition, d *fetchData, k kafka
 		}
 	}
 	maxOffset := hw
-	if readCommitted {
+	switch {
+	case from.ok:
+		maxOffset = leo
+	case readCommitted:
 		maxOffset = lso
+	}
+	if from.ok && rp.FetchOffset >= l.LogStartOffset() && rp.FetchOffset <= leo {
+		// Recorded before the read, with the LEO read before it (an offset out of range
+		// is not: the read answers OFFSET_OUT_OF_RANGE and the follower resolves it).
+		if err := part.UpdateFollowerFetchState(partition.FollowerFetch{ReplicaID: from.id, BrokerEpoch: from.epoch,
+			FetchOffset: rp.FetchOffset, LogStartOffset: rp.LogStartOffset, LeaderLEO: leo, NowMs: time.Now().UnixMilli()}); err != nil {
+			sp.ErrorCode = partitionError(err).Code
+			return 0, true
+		}
 	}
 	limit := int(rp.PartitionMaxBytes)
 	if budget < limit {

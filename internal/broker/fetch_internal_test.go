@@ -38,7 +38,7 @@ func TestFetchFromDeletedLogIsUnknownPartition(t *testing.T) {
 	rp := kmsg.NewFetchRequestTopicPartition()
 	rp.PartitionMaxBytes = 1 << 20
 	sp := kmsg.NewFetchResponseTopicPartition()
-	b.fetchPartition(part, &fetchData{}, kafka.TopicIDPartition{}, rp, false, 1<<20, true, &sp)
+	b.fetchPartition(part, &fetchData{}, kafka.TopicIDPartition{}, rp, follower{}, false, 1<<20, true, &sp)
 	if sp.ErrorCode != kerr.UnknownTopicOrPartition.Code {
 		t.Fatalf("error code %d (%v), want UNKNOWN_TOPIC_OR_PARTITION", sp.ErrorCode, kerr.ErrorForCode(sp.ErrorCode))
 	}

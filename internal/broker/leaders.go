@@ -5,6 +5,7 @@ package broker
 // metadata round trip.
 
 import (
+	"context"
 	"errors"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -19,8 +20,14 @@ func partitionError(err error) *kerr.Error {
 	switch {
 	case errors.Is(err, partition.ErrUnknownTopicOrPartition), errors.Is(err, storage.ErrClosed):
 		return kerr.UnknownTopicOrPartition
-	case errors.Is(err, partition.ErrNotLeader):
+	case errors.Is(err, partition.ErrNotLeader), errors.Is(err, partition.ErrNotReplica):
 		return kerr.NotLeaderForPartition
+	case errors.Is(err, partition.ErrNotEnoughReplicas):
+		return kerr.NotEnoughReplicas
+	case errors.Is(err, partition.ErrNotEnoughReplicasAfterAppend):
+		return kerr.NotEnoughReplicasAfterAppend
+	case errors.Is(err, context.DeadlineExceeded):
+		return kerr.RequestTimedOut
 	case errors.Is(err, partition.ErrFencedLeaderEpoch):
 		return kerr.FencedLeaderEpoch
 	case errors.Is(err, partition.ErrUnknownLeaderEpoch):

@@ -42,10 +42,22 @@ func (b *Broker) handleListOffsets(_ context.Context, req *kmsg.ListOffsetsReque
 			}
 			l, epoch := part.Log(), part.LeaderEpoch()
 			// Kafka's Partition.fetchOffsetForTimestamp: a consumer sees nothing at or
-			// past its last fetchable offset (the LSO for read_committed, else the HW).
-			lastFetchable, lso := part.HighWatermarkAndLSO()
-			if req.IsolationLevel == 1 {
+			// past its last fetchable offset (the LSO for read_committed, else the HW); a
+			// replica (ReplicaId ≥ 0) sees the whole log. While a new leader's HW is below
+			// the start of its leader epoch, consumers get OFFSET_NOT_AVAILABLE: the HW
+			// it inherited may be behind the one the old leader gave out.
+			hw, lso := part.HighWatermarkAndLSO()
+			lastFetchable := hw
+			switch {
+			case req.ReplicaID >= 0:
+				lastFetchable = l.LogEndOffset()
+			case req.IsolationLevel == 1:
 				lastFetchable = lso
+			}
+			if req.ReplicaID == -1 && part.LeaderEpochStartOffset() > hw {
+				sp.ErrorCode = kerr.OffsetNotAvailable.Code
+				st.Partitions = append(st.Partitions, sp)
+				continue
 			}
 			switch rp.Timestamp {
 			case latestTimestamp:

@@ -48,19 +48,10 @@ func (p *peers) request(ctx context.Context, id int32, req kmsg.Request) (kmsg.R
 
 // client returns the client of broker id for its current inter-broker endpoint.
 func (p *peers) client(id int32) (*kgo.Client, error) {
-	br, ok := p.b.rm.Image().Broker(id)
-	if !ok {
-		return nil, fmt.Errorf("broker %d is not registered", id)
+	addr, err := p.b.interBrokerAddr(id)
+	if err != nil {
+		return nil, err
 	}
-	name := p.b.node.InterBrokerListenerName
-	if name == "" {
-		name = p.b.clientListener()
-	}
-	e, ok := br.Endpoint(name)
-	if !ok {
-		return nil, fmt.Errorf("broker %d has no %s endpoint", id, name)
-	}
-	addr := net.JoinHostPort(e.Host, strconv.Itoa(int(e.Port)))
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -92,4 +83,22 @@ func (p *peers) close() {
 		pc.cl.Close()
 	}
 	p.clients = nil
+}
+
+// interBrokerAddr is broker id's host:port on the inter-broker listener (the client
+// listener when inter.broker.listener.name is not set), from its registration.
+func (b *Broker) interBrokerAddr(id int32) (string, error) {
+	br, ok := b.rm.Image().Broker(id)
+	if !ok {
+		return "", fmt.Errorf("broker %d is not registered", id)
+	}
+	name := b.node.InterBrokerListenerName
+	if name == "" {
+		name = b.clientListener()
+	}
+	e, ok := br.Endpoint(name)
+	if !ok {
+		return "", fmt.Errorf("broker %d has no %s endpoint", id, name)
+	}
+	return net.JoinHostPort(e.Host, strconv.Itoa(int(e.Port))), nil
 }

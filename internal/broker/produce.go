@@ -28,6 +28,7 @@ func (b *Broker) handleProduce(ctx context.Context, req *kmsg.ProduceRequest) km
 	now := time.Now().UnixMilli()
 	im := b.rm.Image()
 	leaders := map[int32]bool{} // KIP-951: the endpoints of leaders named in errors
+	var waits []replicationWait // acks=all appends waiting for the ISR
 	for _, rt := range req.Topics {
 		st := kmsg.NewProduceResponseTopic()
 		st.Topic = rt.Topic
@@ -65,12 +66,16 @@ func (b *Broker) handleProduce(ctx context.Context, req *kmsg.ProduceRequest) km
 				if rules.nowMs == 0 {
 					rules = b.produceRules(im.Topics[rt.Topic], now)
 				}
-				b.produceOne(part, req.TransactionID, rp.Records, rules, &sp)
+				if w, ok := b.produceOne(part, req.TransactionID, rp.Records, rules, req.Acks == -1, &sp); ok {
+					w.topic, w.partition = len(resp.Topics), len(st.Partitions)
+					waits = append(waits, w)
+				}
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
+	b.awaitReplication(ctx, resp, waits, req.TimeoutMillis)
 	if req.Version >= 10 {
 		for id := range leaders {
 			if e, ok := b.endpointOf(im, id, b.listenerOf(ctx)); ok {
@@ -89,8 +94,20 @@ func (b *Broker) handleProduce(ctx context.Context, req *kmsg.ProduceRequest) km
 	return resp
 }
 
-// produceOne validates and appends one partition's batch as leader.
-func (b *Broker) produceOne(part *partition.Partition, transactionalID *string, records []byte, rules produceRules, sp *kmsg.ProduceResponseTopicPartition) {
+// replicationWait is an acks=all append waiting for the high watermark (Kafka's
+// DelayedProduce): the partition, the leader epoch it was written with, the offset the
+// HW must reach, and where its answer is in the response.
+type replicationWait struct {
+	part             *partition.Partition
+	leaderEpoch      int32
+	end              int64
+	topic, partition int
+}
+
+// produceOne validates and appends one partition's batch as leader; with acksAll it
+// returns the wait for its replication (ok false: nothing to wait for, sp holds the
+// answer).
+func (b *Broker) produceOne(part *partition.Partition, transactionalID *string, records []byte, rules produceRules, acksAll bool, sp *kmsg.ProduceResponseTopicPartition) (w replicationWait, ok bool) {
 	batch, err := validateProduce(records, rules)
 	if err != nil {
 		var ve *validationError
@@ -98,23 +115,24 @@ func (b *Broker) produceOne(part *partition.Partition, transactionalID *string, 
 		sp.ErrorCode = ve.code.Code
 		sp.ErrorMessage = strp(ve.msg)
 		sp.ErrorRecords = nil
-		return
+		return w, false
 	}
 	appendTime := int64(-1)
 	if rules.logAppendTime {
 		appendTime = rules.nowMs
 	}
 	appendFn := func() {
-		info, err := part.AppendAsLeader(batch, appendTime)
+		la, err := part.AppendAsLeader(batch, appendTime, acksAll)
 		if err != nil {
 			code := appendErrorCode(err)
 			sp.ErrorCode = code.Code
 			sp.ErrorMessage = strp(err.Error())
 			return
 		}
-		sp.BaseOffset = info.FirstOffset
+		sp.BaseOffset = la.FirstOffset
 		sp.LogAppendTime = appendTime
 		sp.LogStartOffset = part.Log().LogStartOffset()
+		w, ok = replicationWait{part: part, leaderEpoch: la.LeaderEpoch, end: la.LastOffset + 1}, acksAll
 	}
 	if batch.IsTransactional() {
 		id := ""
@@ -126,10 +144,34 @@ func (b *Broker) produceOne(part *partition.Partition, transactionalID *string, 
 			if msg != "" {
 				sp.ErrorMessage = strp(msg)
 			}
+			return w, false
 		}
-		return
+		return w, ok
 	}
 	appendFn()
+	return w, ok
+}
+
+// awaitReplication waits, up to the request's timeout, until each acks=all append is
+// replicated to the ISR, and answers those that are not as Kafka's DelayedProduce:
+// REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND, or NOT_LEADER_OR_FOLLOWER when
+// leadership moved (the append may be truncated away), each with offset −1.
+func (b *Broker) awaitReplication(ctx context.Context, resp *kmsg.ProduceResponse, waits []replicationWait, timeoutMs int32) {
+	if len(waits) == 0 {
+		return
+	}
+	wctx, cancel := context.WithTimeout(ctx, time.Duration(max(timeoutMs, 0))*time.Millisecond)
+	defer cancel()
+	for _, w := range waits {
+		if err := w.part.WaitReplicated(wctx, w.leaderEpoch, w.end); err != nil {
+			if ctx.Err() == nil && wctx.Err() != nil {
+				err = context.DeadlineExceeded
+			}
+			sp := &resp.Topics[w.topic].Partitions[w.partition]
+			sp.ErrorCode = appendErrorCode(err).Code
+			sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = -1, -1, -1
+		}
+	}
 }
 
 // appendErrorCode maps storage errors to Kafka error codes.

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/kmirror/kmirror/internal/kafka"
 	"github.com/kmirror/kmirror/internal/metadata"
@@ -26,6 +27,11 @@ var ErrUnknownTopicOrPartition = errors.New("UNKNOWN_TOPIC_OR_PARTITION")
 type Change struct {
 	Leaders  []*Partition
 	Resigned []*Partition
+	// Followers became followers or follow a new leader or leader epoch: the replica
+	// fetchers fetch them from their leader (Registration().Leader).
+	Followers []*Partition
+	// Unfollowed stopped following: they lead now, went offline or left this broker.
+	Unfollowed []*Partition
 }
 
 // Options configure a ReplicaManager.
@@ -36,6 +42,17 @@ type Options struct {
 	Logs *storage.Manager
 	// Config returns the log settings of a topic (its configs over the broker's).
 	Config func(t *metadata.Topic) storage.Config
+	// MinInsyncReplicas returns a topic's min.insync.replicas (its config over the
+	// broker's); nil: 1.
+	MinInsyncReplicas func(t *metadata.Topic) int32
+	// ReplicaLagTimeMaxMs is replica.lag.time.max.ms: a follower not caught up for this
+	// long leaves the ISR. 0: Kafka's 30000.
+	ReplicaLagTimeMaxMs int64
+	// AlterPartition sends ISR changes to the active controller; nil keeps them local
+	// (a broker without a controller channel).
+	AlterPartition AlterPartitionFunc
+	// BrokerEpoch returns this broker's current broker epoch (−1 before it registered).
+	BrokerEpoch func() int64
 	// OnChange is called after every applied image that changed a role, from the goroutine
 	// that called Apply; it must not block (coordinators load asynchronously).
 	OnChange func(Change)
@@ -53,6 +70,7 @@ type ReplicaManager struct {
 
 	applyMu sync.Mutex
 	state   atomic.Pointer[hosted]
+	alter   *alterPartitionManager
 
 	chMu    sync.Mutex
 	changed chan struct{}
@@ -70,7 +88,11 @@ func NewReplicaManager(opts Options) *ReplicaManager {
 	if l == nil {
 		l = slog.New(slog.DiscardHandler)
 	}
+	if opts.ReplicaLagTimeMaxMs <= 0 {
+		opts.ReplicaLagTimeMaxMs = defaultReplicaLagTimeMaxMs
+	}
 	rm := &ReplicaManager{opts: opts, log: l.With("component", "replica-manager")}
+	rm.alter = newAlterPartitionManager(rm, opts.AlterPartition)
 	rm.state.Store(&hosted{im: &metadata.Image{Topics: map[string]*metadata.Topic{}, TopicsByID: map[metadata.TopicID]*metadata.Topic{}},
 		parts: map[kafka.TopicPartition]*Partition{}})
 	return rm
@@ -188,10 +210,13 @@ func (rm *ReplicaManager) Apply(im *metadata.Image) error {
 		default:
 			continue
 		}
-		wasLeader := part.IsLeader()
+		wasLeader, wasFollower := part.IsLeader(), part.following()
 		part.stop()
 		if wasLeader {
 			ch.Resigned = append(ch.Resigned, part)
+		}
+		if wasFollower {
+			ch.Unfollowed = append(ch.Unfollowed, part)
 		}
 		delete(parts, tp)
 		if err := rm.opts.Logs.Delete(tp.Topic, tp.Partition); err != nil {
@@ -240,7 +265,7 @@ func (rm *ReplicaManager) Apply(im *metadata.Image) error {
 					errs = append(errs, fmt.Errorf("opening %s-%d: %w", name, p, err))
 					continue
 				}
-				part = newPartition(name, p, t.ID, rm.opts.NodeID, l)
+				part = newPartition(name, p, t.ID, rm.opts.NodeID, l, rm)
 				parts[tp] = part
 			} else if cfgChanged {
 				part.log.SetConfig(config())
@@ -260,24 +285,37 @@ func (rm *ReplicaManager) Apply(im *metadata.Image) error {
 		}
 	}
 	for _, part := range leaders {
-		if changed, err := part.become(regs[part]); err != nil {
+		wasFollower := part.following()
+		if changed, err := part.become(regs[part], rm.minIsr(im.Topics[part.topic])); err != nil {
 			rm.log.Error("becoming leader", "partition", part.String(), "err", err)
 			errs = append(errs, err)
 		} else if changed {
 			ch.Leaders = append(ch.Leaders, part)
+			if wasFollower {
+				ch.Unfollowed = append(ch.Unfollowed, part)
+			}
 		}
 	}
 	for _, part := range followers {
 		wasLeader := part.IsLeader()
-		if _, err := part.become(regs[part]); err != nil {
+		changed, err := part.become(regs[part], rm.minIsr(im.Topics[part.topic]))
+		if err != nil {
 			errs = append(errs, err)
-		} else if wasLeader {
+			continue
+		}
+		if wasLeader {
 			ch.Resigned = append(ch.Resigned, part)
+		}
+		switch {
+		case regs[part].Leader != metadata.NoLeader && changed:
+			ch.Followers = append(ch.Followers, part)
+		case regs[part].Leader == metadata.NoLeader:
+			ch.Unfollowed = append(ch.Unfollowed, part)
 		}
 	}
 	rm.state.Store(&hosted{im: im, parts: parts})
 	rm.notify()
-	if rm.opts.OnChange != nil && (len(ch.Leaders) > 0 || len(ch.Resigned) > 0) {
+	if rm.opts.OnChange != nil && (len(ch.Leaders) > 0 || len(ch.Resigned) > 0 || len(ch.Followers) > 0 || len(ch.Unfollowed) > 0) {
 		rm.opts.OnChange(ch)
 	}
 	return errors.Join(errs...)
@@ -321,4 +359,57 @@ func (rm *ReplicaManager) Stop() {
 		p.stop()
 	}
 	rm.notify()
+}
+
+// defaultReplicaLagTimeMaxMs is Kafka's replica.lag.time.max.ms default.
+const defaultReplicaLagTimeMaxMs = 30000
+
+// Run does the replica manager's background work until ctx ends: the ISR changes go to
+// the controller, and every replica.lag.time.max.ms / 2 each led partition drops the
+// followers that have not caught up for replica.lag.time.max.ms (Kafka's
+// isr-expiration task).
+func (rm *ReplicaManager) Run(ctx context.Context) {
+	go rm.alter.run(ctx)
+	t := time.NewTicker(time.Duration(rm.opts.ReplicaLagTimeMaxMs/2) * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			now := time.Now().UnixMilli()
+			for _, p := range rm.state.Load().parts {
+				if p.IsLeader() {
+					p.maybeShrinkIsr(now, rm.opts.ReplicaLagTimeMaxMs)
+				}
+			}
+		}
+	}
+}
+
+// minIsr is t's min.insync.replicas.
+func (rm *ReplicaManager) minIsr(t *metadata.Topic) int32 {
+	if rm.opts.MinInsyncReplicas == nil || t == nil {
+		return 1
+	}
+	return rm.opts.MinInsyncReplicas(t)
+}
+
+// brokerEpoch is this broker's broker epoch, −1 when unknown.
+func (rm *ReplicaManager) brokerEpoch() int64 {
+	if rm.opts.BrokerEpoch == nil {
+		return -1
+	}
+	return rm.opts.BrokerEpoch()
+}
+
+// isrEligible reports whether broker id may join an ISR (Kafka's isReplicaIsrEligible):
+// registered, unfenced, not in controlled shutdown, and — when the follower sent its
+// broker epoch — registered with that epoch.
+func (rm *ReplicaManager) isrEligible(id int32, brokerEpoch int64) bool {
+	br, ok := rm.Image().Broker(id)
+	if !ok || br.Fenced || br.InControlledShutdown {
+		return false
+	}
+	return brokerEpoch < 0 || br.Epoch == brokerEpoch
 }

@@ -92,10 +92,10 @@ func TestApplyRoles(t *testing.T) {
 	if _, err := rm.Leader("nope", 0); !errors.Is(err, ErrUnknownTopicOrPartition) {
 		t.Fatalf("Leader of an unknown topic: %v", err)
 	}
-	if _, err := p1.AppendAsLeader(batch(), -1); !errors.Is(err, ErrNotLeader) {
+	if _, err := p1.AppendAsLeader(batch(), -1, false); !errors.Is(err, ErrNotLeader) {
 		t.Fatalf("append to a follower: %v", err)
 	}
-	info, err := p0.AppendAsLeader(batch(), -1)
+	info, err := p0.AppendAsLeader(batch(), -1, false)
 	if err != nil || info.FirstOffset != 0 {
 		t.Fatalf("append to the leader: %+v %v", info, err)
 	}
@@ -196,7 +196,7 @@ func TestRecreatedTopicReplacesStaleDirectory(t *testing.T) {
 	rm := newManager(t, dir, &changes)
 	var g images
 	rm.Apply(g.next(topic("t", metadata.NewTopicID(), reg(self, 0, self))))
-	if _, err := rm.Get("t", 0).AppendAsLeader(batch(), -1); err != nil {
+	if _, err := rm.Get("t", 0).AppendAsLeader(batch(), -1, false); err != nil {
 		t.Fatal(err)
 	}
 	rm.opts.Logs.Close()

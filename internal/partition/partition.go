@@ -11,8 +11,10 @@ package partition
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/kmirror/kmirror/internal/metadata"
 	"github.com/kmirror/kmirror/internal/record"
@@ -55,13 +57,21 @@ type Partition struct {
 	nodeID  int32
 	log     *storage.Log
 
+	rm *ReplicaManager // nil for a partition outside a manager (tests)
+
 	mu      sync.RWMutex                                   // writes hold R; role changes hold W
 	reg     atomic.Pointer[metadata.PartitionRegistration] // the registration applied last
 	leading atomic.Bool                                    // reg.Leader is this broker
+	minIsr  atomic.Int32                                   // the topic's min.insync.replicas
+
+	lmu sync.Mutex   // guards ls; taken after mu
+	ls  *leaderState // nil unless leading
 }
 
-func newPartition(topic string, index int32, id metadata.TopicID, nodeID int32, l *storage.Log) *Partition {
-	return &Partition{topic: topic, index: index, topicID: id, nodeID: nodeID, log: l}
+func newPartition(topic string, index int32, id metadata.TopicID, nodeID int32, l *storage.Log, rm *ReplicaManager) *Partition {
+	p := &Partition{topic: topic, index: index, topicID: id, nodeID: nodeID, log: l, rm: rm}
+	p.minIsr.Store(1)
+	return p
 }
 
 // Topic is the topic name.
@@ -85,6 +95,13 @@ func (p *Partition) Registration() *metadata.PartitionRegistration { return p.re
 
 // IsLeader reports whether this broker leads the partition.
 func (p *Partition) IsLeader() bool { return p.leading.Load() }
+
+// following reports whether this broker follows the partition's leader (a registration
+// names another live leader).
+func (p *Partition) following() bool {
+	r := p.reg.Load()
+	return r != nil && !p.leading.Load() && r.Leader != metadata.NoLeader
+}
 
 // LeaderEpoch is the partition's leader epoch: the registration's (assigned by the
 // controller), or the log's when a local truncation fence raised it above the
@@ -118,26 +135,48 @@ func checkEpoch(requested, current int32) error {
 	}
 }
 
-// write runs fn while this broker is the leader, the role held steady; ErrNotLeader
-// otherwise.
+// write runs fn while this broker is the leader, the role held steady, then advances the
+// high watermark over what fn appended (with no other ISR member it reaches the new LEO
+// at once); ErrNotLeader otherwise.
 func (p *Partition) write(fn func() error) error {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if !p.leading.Load() {
 		return ErrNotLeader
 	}
-	return fn()
+	err := fn()
+	p.lmu.Lock()
+	if p.ls != nil {
+		p.maybeIncrementHighWatermark(time.Now().UnixMilli())
+	}
+	p.lmu.Unlock()
+	return err
+}
+
+// LeaderAppend is what an append as leader wrote: the log's AppendInfo and the leader
+// epoch it was written with (WaitReplicated's argument for acks=all).
+type LeaderAppend struct {
+	storage.AppendInfo
+	LeaderEpoch int32
 }
 
 // AppendAsLeader appends a validated client batch with the partition's leader epoch
-// (storage Log.AppendAsLeader; logAppendTimeMs −1 keeps CreateTime). Errors: ErrNotLeader
-// and the log's.
-func (p *Partition) AppendAsLeader(b record.Batch, logAppendTimeMs int64) (info storage.AppendInfo, err error) {
+// (storage Log.AppendAsLeader; logAppendTimeMs −1 keeps CreateTime). With acksAll the ISR
+// must hold the effective min.insync.replicas first (ErrNotEnoughReplicas, nothing
+// appended); the caller then waits with WaitReplicated. Errors: ErrNotLeader and the
+// log's.
+func (p *Partition) AppendAsLeader(b record.Batch, logAppendTimeMs int64, acksAll bool) (la LeaderAppend, err error) {
 	err = p.write(func() error {
-		info, err = p.log.AppendAsLeader(b, p.LeaderEpoch(), logAppendTimeMs)
+		if acksAll {
+			if err := p.checkAcksAll(); err != nil {
+				return err
+			}
+		}
+		la.LeaderEpoch = p.LeaderEpoch()
+		la.AppendInfo, err = p.log.AppendAsLeader(b, la.LeaderEpoch, logAppendTimeMs)
 		return err
 	})
-	return info, err
+	return la, err
 }
 
 // AppendRecordsAsLeader appends recs in one uncompressed batch without a producer (the
@@ -145,11 +184,11 @@ func (p *Partition) AppendAsLeader(b record.Batch, logAppendTimeMs int64) (info 
 // and returns its first offset.
 func (p *Partition) AppendRecordsAsLeader(recs []record.KV, timestampMs int64) (int64, error) {
 	b := record.Build(record.BatchHeader{ProducerID: record.NoProducerID, ProducerEpoch: -1, BaseSequence: record.NoSequence, Timestamp: timestampMs}, recs)
-	info, err := p.AppendAsLeader(b, -1)
+	la, err := p.AppendAsLeader(b, -1, false)
 	if err != nil {
 		return -1, err
 	}
-	return info.FirstOffset, nil
+	return la.FirstOffset, nil
 }
 
 // AppendAsCoordinator appends a batch a coordinator of this broker wrote with a producer
@@ -208,17 +247,21 @@ func (p *Partition) AdvanceLogStartOffset(offset int64) error {
 	return p.write(func() error { return p.log.AdvanceLogStartOffset(offset) })
 }
 
-// HighWatermarkAndLSO are the high watermark and the last stable offset: with this broker
-// the only replica the partition has, the HW is the LEO.
+// HighWatermarkAndLSO are the high watermark and the last stable offset (storage
+// Log.HighWatermarkAndLSO): the leader advances the HW as its ISR replicates, a follower
+// takes the leader's.
 func (p *Partition) HighWatermarkAndLSO() (hw, lso int64) { return p.log.HighWatermarkAndLSO() }
 
 // become applies a registration: the leader role when reg.Leader is this broker (Kafka's
 // Partition.makeLeader), the follower role otherwise (makeFollower). A new leader epoch
 // above every epoch in the log is recorded where it starts, at the LEO (Kafka's
 // maybeAssignEpochStartOffset; a fence in storage, since the leader-epoch cache of a
-// mirror partition holds only batch epochs). It reports whether the role or the leader
-// epoch changed.
-func (p *Partition) become(reg *metadata.PartitionRegistration) (changed bool, err error) {
+// mirror partition holds only batch epochs). A new leader epoch resets what the leader
+// knows of its followers; a newer partition epoch at the same leader epoch (an ISR or
+// assignment change) keeps it, and an older one than the leader already has (its own
+// AlterPartition answered first) changes nothing. minIsr is the topic's
+// min.insync.replicas. It reports whether the role or the leader epoch changed.
+func (p *Partition) become(reg *metadata.PartitionRegistration, minIsr int32) (changed bool, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	old := p.reg.Load()
@@ -228,8 +271,31 @@ func (p *Partition) become(reg *metadata.PartitionRegistration) (changed bool, e
 			return false, fmt.Errorf("%s: recording leader epoch %d: %w", p, reg.LeaderEpoch, err)
 		}
 	}
-	p.reg.Store(reg)
 	changed = old == nil || leading != p.leading.Load() || old.LeaderEpoch != reg.LeaderEpoch
+	p.minIsr.Store(max(minIsr, 1))
+	now := time.Now().UnixMilli()
+	recovering := reg.LeaderRecoveryState == metadata.LeaderRecovering
+	p.lmu.Lock()
+	switch {
+	case !leading:
+		p.ls = nil
+	case changed || p.ls == nil:
+		p.resetLeaderState(reg.Replicas, reg.ISR, recovering, now)
+		p.ls.partitionEpoch = reg.PartitionEpoch
+	case reg.PartitionEpoch > p.ls.partitionEpoch:
+		p.updateAssignment(reg.Replicas, reg.ISR, recovering, now)
+		p.ls.partitionEpoch = reg.PartitionEpoch
+	}
+	if p.ls != nil {
+		p.maybeIncrementHighWatermark(now)
+		if p.ls.isr.recovering && p.ls.isr.proposed == nil {
+			// Elected uncleanly: this leader's log is the partition's now; tell the
+			// controller it recovered (KIP-704), with the ISR it has.
+			p.proposeIsr(slices.Clone(p.ls.isr.isr), false)
+		}
+	}
+	p.lmu.Unlock()
+	p.reg.Store(reg)
 	p.leading.Store(leading)
 	if changed {
 		p.log.Wake() // parked fetches and produces re-check the role
@@ -242,5 +308,8 @@ func (p *Partition) stop() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.leading.Store(false)
+	p.lmu.Lock()
+	p.ls = nil
+	p.lmu.Unlock()
 	p.log.Wake()
 }
