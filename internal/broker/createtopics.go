@@ -69,8 +69,6 @@ func (b *Broker) handleCreateTopics(ctx context.Context, req *kmsg.CreateTopicsR
 			fail(kerr.InvalidReplicationFactor, "Replication factor must be larger than 0.")
 		case int(rf) > len(b.meta.Image().Brokers):
 			fail(kerr.InvalidReplicationFactor, fmt.Sprintf("Unable to replicate the partition %d time(s): The target replication factor of %d cannot be reached because only %d broker(s) are registered.", rf, rf, len(b.meta.Image().Brokers)))
-		case rf > maxReplicationFactor:
-			fail(kerr.InvalidReplicationFactor, fmt.Sprintf("Replication factor %d is not supported yet: kmirror partitions have one replica (replication factor 1).", rf))
 		case validateTopicConfigs(cfgs) != nil:
 			fail(kerr.InvalidConfig, validateTopicConfigs(cfgs).Error())
 		case req.ValidateOnly:

@@ -53,10 +53,6 @@ func (b *Broker) defaultReplicationFactor() int16 {
 	return int16(b.cfg.Int32("default.replication.factor"))
 }
 
-// maxReplicationFactor is the largest replication factor kmirror places: partitions have
-// one replica until replication exists.
-const maxReplicationFactor = 1
-
 // createTopic writes the topic record with the partitions' placement (striped over the
 // registered brokers) and opens the logs of the partitions placed here. A placement
 // computed from an image older than the brokers' state is computed again. Errors: those
@@ -65,7 +61,6 @@ func (b *Broker) createTopic(ctx context.Context, name string, id metadata.Topic
 	if configs == nil {
 		configs = map[string]string{}
 	}
-	rf = min(rf, maxReplicationFactor)
 	for attempt := 0; ; attempt++ {
 		assign, err := controller.Place(b.meta.Image(), partitions, rf, nil, newRand())
 		if err != nil {
