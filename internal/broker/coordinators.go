@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math"
 	"strconv"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -223,8 +224,14 @@ type NewMirrorsFunc func(local *Broker, cfg *config.Values, logger *slog.Logger)
 // uncompressed batch.
 type internalLog struct{ p *partition.Partition }
 
+// internalWriteTimeout bounds a coordinator's acks=all write (Kafka's
+// offsets.commit.timeout.ms default).
+const internalWriteTimeout = 5 * time.Second
+
 func (il internalLog) Append(recs []record.KV) (int64, error) {
-	return il.p.AppendRecordsAsLeader(recs, nowMs())
+	ctx, cancel := context.WithTimeout(context.Background(), internalWriteTimeout)
+	defer cancel()
+	return il.p.AppendRecordsAsLeader(ctx, recs, nowMs())
 }
 
 // AppendTransactional appends a TxnOffsetCommit's records as a transactional batch of
@@ -232,7 +239,9 @@ func (il internalLog) Append(recs []record.KV) (int64, error) {
 func (il internalLog) AppendTransactional(recs []record.KV, producerID int64, producerEpoch int16) (int64, error) {
 	b := record.Build(record.BatchHeader{Attributes: record.TransactionalBit, ProducerID: producerID,
 		ProducerEpoch: producerEpoch, BaseSequence: 0, Timestamp: nowMs()}, recs)
-	info, err := il.p.AppendAsCoordinator(b)
+	ctx, cancel := context.WithTimeout(context.Background(), internalWriteTimeout)
+	defer cancel()
+	info, err := il.p.AppendAsCoordinator(ctx, b)
 	if errors.Is(err, storage.ErrInvalidProducerEpoch) {
 		return -1, kerr.InvalidProducerEpoch
 	}

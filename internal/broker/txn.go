@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"context"
 	"github.com/kmirror/kmirror/internal/group"
 	"github.com/kmirror/kmirror/internal/kafka"
 	"github.com/kmirror/kmirror/internal/partition"
@@ -114,7 +115,9 @@ func (b *Broker) appendMarker(m txn.Marker) error {
 		typ = record.ControlCommit
 	}
 	le := part.LeaderEpoch()
-	_, err = part.AppendControlAsLeader(record.BuildEndTxnMarker(typ, m.ProducerID, m.ProducerEpoch, le, m.CoordinatorEpoch, time.Now().UnixMilli()))
+	ctx, cancel := context.WithTimeout(b.ctx, internalWriteTimeout)
+	defer cancel()
+	_, err = part.AppendControlAsLeader(ctx, record.BuildEndTxnMarker(typ, m.ProducerID, m.ProducerEpoch, le, m.CoordinatorEpoch, time.Now().UnixMilli()))
 	if errors.Is(err, storage.ErrInvalidProducerEpoch) {
 		// The partition already knows a newer epoch of this producer: the marker has
 		// nothing left to end there.

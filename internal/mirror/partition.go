@@ -533,15 +533,19 @@ func (p *partition) failover(sourceClusterID string) error {
 	}
 	newEpoch = part.LeaderEpoch()
 	now := time.Now().UnixMilli()
+	// the markers are written with acks=all (cluster.md §3): retried until the ISR has
+	// them, a failover that times out is resumed from STOPPING
+	ctx, cancel := context.WithTimeout(p.m.ctx, 30*time.Second)
+	defer cancel()
 	// step 4: abort what is still open in the mirrored data
 	for _, txn := range l.OpenTransactions() {
 		marker := record.BuildEndTxnMarker(record.ControlAbort, txn.ProducerID, txn.ProducerEpoch, newEpoch, 0, now)
-		if _, err := part.AppendControlAsLeader(marker); err != nil {
+		if _, err := part.AppendControlAsLeader(ctx, marker); err != nil {
 			return fmt.Errorf("abort open transaction of producer %d: %w", txn.ProducerID, err)
 		}
 	}
 	// step 5: forget mirrored producer state
-	if _, err := part.AppendControlAsLeader(record.BuildMirrorPIDReset(sourceClusterID, newEpoch, now)); err != nil {
+	if _, err := part.AppendControlAsLeader(ctx, record.BuildMirrorPIDReset(sourceClusterID, newEpoch, now)); err != nil {
 		return fmt.Errorf("append MIRROR_PID_RESET: %w", err)
 	}
 	p.st.Aligned = false

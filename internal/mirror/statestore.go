@@ -35,6 +35,10 @@ type stateStore struct {
 	parts map[int32]*statePartition // __mirror_state partitions this broker coordinates
 }
 
+// stateWriteTimeout bounds a state record's acks=all write (Kafka's coordinators use
+// offsets.commit.timeout.ms, 5 s, for theirs).
+const stateWriteTimeout = 5 * time.Second
+
 // statePartition is one coordinated partition of __mirror_state.
 type statePartition struct {
 	epoch   int32 // the leader epoch it was elected with
@@ -259,7 +263,9 @@ func (s *stateStore) writeLocal(p int32, k stateKey, r *stateRecord) error {
 	if r != nil {
 		val = encodeStateRecord(r)
 	}
-	if _, err := part.AppendRecordsAsLeader([]record.KV{{Key: k.encode(), Value: val}}, time.Now().UnixMilli()); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), stateWriteTimeout)
+	defer cancel()
+	if _, err := part.AppendRecordsAsLeader(ctx, []record.KV{{Key: k.encode(), Value: val}}, time.Now().UnixMilli()); err != nil {
 		return err
 	}
 	if r == nil {

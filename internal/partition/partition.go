@@ -9,6 +9,7 @@
 package partition
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -181,35 +182,46 @@ func (p *Partition) AppendAsLeader(b record.Batch, logAppendTimeMs int64, acksAl
 
 // AppendRecordsAsLeader appends recs in one uncompressed batch without a producer (the
 // coordinators' writes to __consumer_offsets, __transaction_state and __mirror_state)
-// and returns its first offset.
-func (p *Partition) AppendRecordsAsLeader(recs []record.KV, timestampMs int64) (int64, error) {
+// with acks=all (appendReplicated) and returns its first offset.
+func (p *Partition) AppendRecordsAsLeader(ctx context.Context, recs []record.KV, timestampMs int64) (int64, error) {
 	b := record.Build(record.BatchHeader{ProducerID: record.NoProducerID, ProducerEpoch: -1, BaseSequence: record.NoSequence, Timestamp: timestampMs}, recs)
-	la, err := p.AppendAsLeader(b, -1, false)
-	if err != nil {
-		return -1, err
-	}
-	return la.FirstOffset, nil
+	info, err := p.appendReplicated(ctx, func(epoch int32) (storage.AppendInfo, error) { return p.log.AppendAsLeader(b, epoch, -1) })
+	return info.FirstOffset, err
 }
 
 // AppendAsCoordinator appends a batch a coordinator of this broker wrote with a producer
 // ID (the group coordinator's transactional offset commits; storage
-// Log.AppendAsCoordinator), with the partition's leader epoch.
-func (p *Partition) AppendAsCoordinator(b record.Batch) (info storage.AppendInfo, err error) {
-	err = p.write(func() error {
-		info, err = p.log.AppendAsCoordinator(b, p.LeaderEpoch())
-		return err
-	})
-	return info, err
+// Log.AppendAsCoordinator), with the partition's leader epoch, with acks=all.
+func (p *Partition) AppendAsCoordinator(ctx context.Context, b record.Batch) (storage.AppendInfo, error) {
+	return p.appendReplicated(ctx, func(epoch int32) (storage.AppendInfo, error) { return p.log.AppendAsCoordinator(b, epoch) })
 }
 
 // AppendControlAsLeader appends a control batch (a transaction marker or
-// MIRROR_PID_RESET) with the partition's leader epoch.
-func (p *Partition) AppendControlAsLeader(b record.Batch) (info storage.AppendInfo, err error) {
+// MIRROR_PID_RESET) with the partition's leader epoch, with acks=all as Kafka writes
+// transaction markers.
+func (p *Partition) AppendControlAsLeader(ctx context.Context, b record.Batch) (storage.AppendInfo, error) {
+	return p.appendReplicated(ctx, func(epoch int32) (storage.AppendInfo, error) { return p.log.AppendControlAsLeader(b, epoch) })
+}
+
+// appendReplicated is an acks=all write of the broker's own (Kafka's coordinators and
+// marker writes append with requiredAcks −1): fn appends at the leader epoch it is given
+// once the ISR holds min.insync.replicas (ErrNotEnoughReplicas otherwise), then
+// WaitReplicated waits, until ctx ends, for the ISR to have it. A write that times out
+// or loses its ISR may still be in the log.
+func (p *Partition) appendReplicated(ctx context.Context, fn func(leaderEpoch int32) (storage.AppendInfo, error)) (info storage.AppendInfo, err error) {
+	var epoch int32
 	err = p.write(func() error {
-		info, err = p.log.AppendControlAsLeader(b, p.LeaderEpoch())
+		if err := p.checkAcksAll(); err != nil {
+			return err
+		}
+		epoch = p.LeaderEpoch()
+		info, err = fn(epoch)
 		return err
 	})
-	return info, err
+	if err != nil || info.LastOffset < 0 {
+		return info, err
+	}
+	return info, p.WaitReplicated(ctx, epoch, info.LastOffset+1)
 }
 
 // AppendMirrored appends record batches fetched from a mirror's source, bytes and
