@@ -9,6 +9,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -42,7 +43,9 @@ func (b *Broker) startTxnCoordinator() error {
 			return internalLog{part}, nil
 		},
 		EnsureTopic: func() error {
-			return b.ensureInternalTopic(txn.TopicName, n, map[string]string{"cleanup.policy": "compact", "segment.bytes": "104857600"})
+			// Kafka's TransactionLog topic configs
+			return b.ensureInternalTopic(txn.TopicName, n, map[string]string{"cleanup.policy": "compact", "segment.bytes": "104857600",
+				"min.insync.replicas": strconv.Itoa(int(b.cfg.Int32("transaction.state.log.min.isr")))})
 		},
 		NewProducerID: b.pids.Next,
 		Markers:       markerWriter{b},

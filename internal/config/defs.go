@@ -81,7 +81,7 @@ var Broker = define(
 	// TransactionLogConfig).
 	minimum(Def{Name: "offsets.topic.replication.factor", Type: TypeShort, Default: "3", Doc: "Replication factor of __consumer_offsets when it is created: the topic waits until this many brokers are registered (a one-node cluster uses 1 unless this is set). Until replication lands its partitions have one replica each."}, 1),
 	minimum(Def{Name: "transaction.state.log.replication.factor", Type: TypeShort, Default: "3", Doc: "Replication factor of __transaction_state when it is created: the topic waits until this many brokers are registered (a one-node cluster uses 1 unless this is set). Until replication lands its partitions have one replica each."}, 1),
-	minimum(Def{Name: "transaction.state.log.min.isr", Type: TypeInt, Default: "2", Doc: "min.insync.replicas of __transaction_state. Not used yet (replication)."}, 1),
+	minimum(Def{Name: "transaction.state.log.min.isr", Type: TypeInt, Default: "2", Doc: "min.insync.replicas of __transaction_state. (as a topic config when kmirror creates it; bounded by its replication factor)."}, 1),
 	minimum(Def{Name: "min.insync.replicas", Type: TypeInt, Default: "1", Doc: "Default min.insync.replicas of topics: in-sync replicas an acks=all produce needs (NOT_ENOUGH_REPLICAS below it), and below which the high watermark stops."}, 1),
 	Def{Name: "unclean.leader.election.enable", Type: TypeBoolean, Default: "false", Doc: "Default unclean.leader.election.enable of topics: elect a replica outside the ISR as a last resort. Not used yet (replication)."},
 	Def{Name: "auto.leader.rebalance.enable", Type: TypeBoolean, Default: "true", Doc: "Move leadership back to preferred replicas every leader.imbalance.check.interval.seconds. Not used yet (replication)."},
