@@ -678,17 +678,28 @@ func TestMirrorIntoFailoverFailbackThreeNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustMirrorsCLI(t, "Stopped mirroring topic orders in mirror from-a.", b.Node(3).Addr, "--stop", "--mirror", "from-a", "--topics", topic)
-	stopped, err := describeMirror(t, b.Node(1).Addr, "from-a", topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for p := range int32(partitions) {
-		r := stopped[p]
-		if r.State != "STOPPED" || r.LastMirrorOffset == nil || *r.LastMirrorOffset != stopEnds[p] ||
-			r.DestinationOffset == nil || *r.DestinationOffset != stopEnds[p]+1 {
-			t.Fatalf("after --stop: %v, last mirror offset %v; want STOPPED at A's end offset %d, plus one MIRROR_PID_RESET", r, r.LastMirrorOffset, stopEnds[p])
+	// --stop answers once every partition is STOPPED; describe may still miss a node's
+	// own figures for a moment (a partition it cannot ask about shows offsets "-").
+	var stopped map[int32]mirrorRow
+	clustertest.Eventually(t, 30*time.Second, func() (bool, string) {
+		var err error
+		if stopped, err = describeMirror(t, b.Node(1).Addr, "from-a", topic); err != nil {
+			return false, err.Error()
 		}
-	}
+		for p := range int32(partitions) {
+			r := stopped[p]
+			if r.State != "STOPPED" {
+				t.Fatalf("after --stop answered: %v, want STOPPED", r)
+			}
+			if r.LastMirrorOffset == nil || r.DestinationOffset == nil {
+				return false, fmt.Sprintf("after --stop: %v, last mirror offset %v", r, r.LastMirrorOffset)
+			}
+			if *r.LastMirrorOffset != stopEnds[p] || *r.DestinationOffset != stopEnds[p]+1 {
+				t.Fatalf("after --stop: %v, last mirror offset %d; want the last mirror offset at A's end offset %d and one MIRROR_PID_RESET after it", r, *r.LastMirrorOffset, stopEnds[p])
+			}
+		}
+		return true, ""
+	})
 	// A, still up, takes records B never gets.
 	divergent := keyRange("a-divergent", 24)
 	produceSync(t, idem, topic, divergent)
