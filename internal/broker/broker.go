@@ -135,6 +135,11 @@ func New(cfg *config.Values, logger *slog.Logger, newMirrors NewMirrorsFunc) (*B
 	if err := b.openMetadata(b.clusterID); err != nil {
 		return nil, fmt.Errorf("opening the metadata log: %w", err)
 	}
+	if node.Roles.Broker {
+		// Before the controller: a combined node's controller knows its broker's incarnation.
+		b.life = newLifecycle(b, time.Duration(b.cfg.Int64("broker.heartbeat.interval.ms"))*time.Millisecond,
+			time.Duration(b.cfg.Int64("broker.session.timeout.ms"))*time.Millisecond)
+	}
 	if node.Roles.Controller {
 		b.startController()
 	}
@@ -145,8 +150,6 @@ func New(cfg *config.Values, logger *slog.Logger, newMirrors NewMirrorsFunc) (*B
 	if b.logs, err = storage.OpenManager(b.dataDir, logger); err != nil {
 		return nil, err
 	}
-	b.life = newLifecycle(b, time.Duration(b.cfg.Int64("broker.heartbeat.interval.ms"))*time.Millisecond,
-		time.Duration(b.cfg.Int64("broker.session.timeout.ms"))*time.Millisecond)
 	if err := b.awaitQuorum(); err != nil {
 		return nil, err
 	}
@@ -288,10 +291,15 @@ func (b *Broker) forwardRecords(ctx context.Context, batch []byte) (uint64, erro
 // startController runs this node's controller (the active one while it leads the quorum)
 // and serves the controller listener.
 func (b *Broker) startController() {
+	var incarnation metadata.TopicID
+	if b.life != nil {
+		incarnation = b.life.incarnation
+	}
 	b.ctrl = controller.New(b.meta, controller.Options{
 		NodeID:              b.nodeID,
 		SessionTimeout:      time.Duration(b.cfg.Int64("broker.session.timeout.ms")) * time.Millisecond,
 		Combined:            b.node.Roles.Broker,
+		Incarnation:         incarnation,
 		AdoptUnassigned:     b.node.Legacy,
 		AdoptEpoch:          b.adoptEpoch,
 		InterBrokerListener: b.interBrokerListenerName(),

@@ -173,7 +173,15 @@ func (b *Broker) sendMarker(leader int32, m txn.Marker) error {
 func (b *Broker) verifyTxn(id string, pid int64, epoch int16, tp kafka.TopicPartition, appendFn func()) *kerr.Error {
 	n := b.internalPartitions(txn.TopicName)
 	coord, _ := b.currentLeader(txn.TopicName, txn.PartitionFor(id, n))
-	if coord == b.nodeID || coord < 0 || id == "" {
+	if coord < 0 && id != "" {
+		// No known coordinator (its node is down, or this broker's image does not show
+		// the partition yet): this broker's own coordinator does not hold the
+		// transaction, and INVALID_TXN_STATE would be fatal to the producer. Kafka's
+		// AddPartitionsToTxnManager answers COORDINATOR_NOT_AVAILABLE, sent to producers
+		// as NOT_ENOUGH_REPLICAS: retriable.
+		return kerr.NotEnoughReplicas
+	}
+	if coord == b.nodeID || id == "" {
 		if tp.Topic == group.TopicName {
 			return b.txns.WithTxnOffsetCommit(id, pid, epoch, tp.Partition, appendFn)
 		}

@@ -273,9 +273,19 @@ func RandomUUID(t testing.TB) string {
 	return strings.TrimSpace(string(out))
 }
 
-// FreePorts returns n distinct loopback ports that were free a moment ago.
+// handedOut is every port FreePorts returned in this test process.
+var (
+	portsMu   sync.Mutex
+	handedOut = map[int]bool{}
+)
+
+// FreePorts returns n distinct loopback ports that were free a moment ago and that it
+// never returned before in this test process: clusters written one after the other
+// (New) before any of their nodes binds its ports do not get one port twice.
 func FreePorts(t testing.TB, n int) []int {
 	t.Helper()
+	portsMu.Lock()
+	defer portsMu.Unlock()
 	var ports []int
 	var lns []net.Listener
 	defer func() {
@@ -283,13 +293,18 @@ func FreePorts(t testing.TB, n int) []int {
 			l.Close()
 		}
 	}()
-	for range n {
+	for len(ports) < n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
-		lns = append(lns, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		lns = append(lns, l) // held until the end, so that the next Listen picks another port
+		p := l.Addr().(*net.TCPAddr).Port
+		if handedOut[p] {
+			continue
+		}
+		handedOut[p] = true
+		ports = append(ports, p)
 	}
 	return ports
 }

@@ -51,6 +51,10 @@ type Options struct {
 	// becoming active then gives its own earlier registration no session, so that the
 	// restarted broker registers again at once.
 	Combined bool
+	// Incarnation is, with Combined, the incarnation ID of this process's broker: a
+	// registration with it is this process's own, live broker, which gets a fresh session
+	// like the others when this node becomes active (only an earlier process's gets none).
+	Incarnation metadata.TopicID
 	// AdoptUnassigned gives partitions without replicas (topics written by a release before
 	// clusters) to broker NodeID once it is registered: the one-node cluster upgrading its
 	// data directory in place.
@@ -169,10 +173,11 @@ func (c *Controller) step(ctx context.Context) {
 		c.mu.Lock()
 		c.active = true
 		c.sessions = map[int32]*session{}
-		for _, id := range c.q.Image().BrokerIDs() {
-			// This node's own broker, if it has one, cannot be the registered incarnation:
-			// that process stopped when this controller's process started.
-			if id == c.opts.NodeID && c.opts.Combined {
+		im := c.q.Image()
+		for _, id := range im.BrokerIDs() {
+			// This node's own broker registered by an earlier process (stopped when this
+			// one started) gets no session; registered by this process, it is alive.
+			if id == c.opts.NodeID && c.opts.Combined && im.Brokers[id].IncarnationID != c.opts.Incarnation {
 				continue
 			}
 			c.sessions[id] = &session{lastContact: now, metadataOffset: -1}

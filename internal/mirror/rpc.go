@@ -916,6 +916,9 @@ func (m *Manager) DescribeClusterMirrors(ctx context.Context, req *mirrorproto.D
 			dm.Topics = append(dm.Topics, dt)
 		}
 		for _, r := range remote {
+			if r == nil { // that broker did not answer
+				continue
+			}
 			for _, rm := range r.Mirrors {
 				if rm.MirrorName == n {
 					dm.SyncTasks = mergeSyncTasks(dm.SyncTasks, rm.SyncTasks)

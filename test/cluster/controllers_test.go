@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,4 +124,87 @@ func TestFiveNodesControllerFailover(t *testing.T) {
 	}
 	createTopic(t, c, b5.Addr, "after-broker-restart", 2)
 	sameKeys(t, "records of topic after through broker 5 after its restart", consumeKeys(t, c, b5.Addr, "after", len(keys)), keys)
+}
+
+// leadersAndEpochs is the leader and leader epoch of every partition of topic as the
+// broker at addr answers Metadata.
+func leadersAndEpochs(addr, topic string) ([][2]int32, error) {
+	m, err := clustertest.Metadata(addr, topic)
+	if err != nil {
+		return nil, err
+	}
+	if len(m.Topics) != 1 {
+		return nil, fmt.Errorf("metadata of %s: %d topics", topic, len(m.Topics))
+	}
+	if err := kerr.ErrorForCode(m.Topics[0].ErrorCode); err != nil {
+		return nil, err
+	}
+	out := make([][2]int32, len(m.Topics[0].Partitions))
+	for _, p := range m.Topics[0].Partitions {
+		out[p.Partition] = [2]int32{p.Leader, p.LeaderEpoch}
+	}
+	return out, nil
+}
+
+// TestCombinedControllerFailoverKeepsLiveLeaders: in a cluster of three combined nodes,
+// kill -9 of the active controller elects another, which keeps the live brokers, its own
+// included, in the cluster: once the killed node is fenced (its partitions answer leader
+// −1), every partition the two live nodes led has the same leader at the same leader
+// epoch as before (no leadership moved or bounced), and the new active controller never
+// fenced a live broker.
+func TestCombinedControllerFailoverKeepsLiveLeaders(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Spec{Combined: 3})
+	const topic = "stay"
+	createTopic(t, c, c.Node(1).Addr, topic, 6)
+	active := c.ActiveController()
+	var witness *clustertest.Node
+	for _, n := range c.Nodes {
+		if n != active {
+			witness = n
+			break
+		}
+	}
+	before, err := leadersAndEpochs(witness.Addr, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	active.Kill()
+	next := c.ActiveController()
+	clustertest.Eventually(t, 60*time.Second, func() (bool, string) {
+		for _, n := range c.Nodes {
+			if !n.Running() {
+				continue
+			}
+			now, err := leadersAndEpochs(n.Addr, topic)
+			if err != nil {
+				return false, fmt.Sprintf("node %d: %v", n.ID, err)
+			}
+			for p, le := range now {
+				if before[p][0] == active.ID && le[0] != -1 {
+					return false, fmt.Sprintf("node %d answers leader %d for %s-%d, led by the killed node %d", n.ID, le[0], topic, p, active.ID)
+				}
+			}
+		}
+		return true, ""
+	})
+	for _, n := range c.Nodes {
+		if !n.Running() {
+			continue
+		}
+		now, err := leadersAndEpochs(n.Addr, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for p, le := range now {
+			if before[p][0] != active.ID && le != before[p] {
+				t.Fatalf("after the active controller (node %d) was killed and node %d took over, node %d answers leader %d epoch %d for %s-%d; before: leader %d epoch %d",
+					active.ID, next.ID, n.ID, le[0], le[1], topic, p, before[p][0], before[p][1])
+			}
+		}
+	}
+	for _, line := range strings.Split(next.Output(), "\n") {
+		if strings.Contains(line, "fencing broker") && !strings.Contains(line, fmt.Sprintf("broker=%d ", active.ID)) {
+			t.Fatalf("the new active controller (node %d) fenced a live broker: %s", next.ID, line)
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -283,4 +284,102 @@ func readCommitted(t *testing.T, c *clustertest.Cluster, seed, topic string) []s
 		})
 	}
 	return keys
+}
+
+// produceReads counts the Produce responses a client read (a kgo.HookBrokerRead).
+type produceReads struct{ n atomic.Int64 }
+
+// OnBrokerRead implements kgo.HookBrokerRead.
+func (h *produceReads) OnBrokerRead(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if kmsg.Key(key) == kmsg.Produce && err == nil {
+		h.n.Add(1)
+	}
+}
+
+// TestTxnProduceWhileCoordinatorDown: a transaction holds a partition led by one node
+// when its coordinator's node (another one) is killed with SIGKILL. Once that partition's
+// leader answers no leader for the coordinator's __transaction_state partition, a produce
+// of the transaction to it is answered (at least one Produce response read) but not
+// refused: it is retried, as Kafka answers a produce whose transaction coordinator is
+// not available (NOT_ENOUGH_REPLICAS), not INVALID_TXN_STATE, which ends the producer's
+// transaction. After the coordinator's node is back the produce is acknowledged, the
+// transaction commits, and read_committed reads both of its records.
+func TestTxnProduceWhileCoordinatorDown(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Spec{Combined: 3})
+	const topic = "txdown"
+	leaders := createTopic(t, c, c.Node(1).Addr, topic, 6)
+	txnID, coord := "", int32(-1)
+	var part int32 = -1
+	for i := 0; i < 30 && part < 0; i++ {
+		id := fmt.Sprintf("txdown-%d", i)
+		co := findCoordinator(t, c, id, true)
+		for p, l := range leaders {
+			if l != co {
+				txnID, coord, part = id, co, int32(p)
+				break
+			}
+		}
+	}
+	if part < 0 {
+		t.Fatalf("no partition of %s led elsewhere than the coordinator (leaders %v)", topic, leaders)
+	}
+	leader := c.Node(leaders[part])
+	t.Logf("%s coordinated by node %d; producing to %s-%d on node %d", txnID, coord, topic, part, leader.ID)
+
+	hook := &produceReads{}
+	cl := c.Client([]string{leader.Addr}, kgo.TransactionalID(txnID), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.TransactionTimeout(60*time.Second), kgo.WithHooks(hook))
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: part, Key: []byte("before")}).FirstErr(); err != nil {
+		t.Fatalf("transactional produce before the kill: %v", err)
+	}
+
+	c.Node(coord).Kill()
+	clustertest.Eventually(t, 60*time.Second, func() (bool, string) {
+		m, err := clustertest.Metadata(leader.Addr, "__transaction_state")
+		if err != nil || len(m.Topics) != 1 {
+			return false, fmt.Sprintf("metadata of __transaction_state through node %d: %v", leader.ID, err)
+		}
+		for _, p := range m.Topics[0].Partitions {
+			if p.Leader == coord {
+				return false, fmt.Sprintf("node %d still answers node %d as the leader of __transaction_state-%d", leader.ID, coord, p.Partition)
+			}
+		}
+		return true, ""
+	})
+	reads := hook.n.Load()
+	done := make(chan error, 1)
+	cl.Produce(ctx, &kgo.Record{Topic: topic, Partition: part, Key: []byte("during")}, func(_ *kgo.Record, err error) { done <- err })
+	clustertest.Eventually(t, 30*time.Second, func() (bool, string) {
+		select {
+		case err := <-done:
+			t.Fatalf("transactional produce to %s-%d while the coordinator's node %d is down: %v; want it retried until the coordinator is back", topic, part, coord, err)
+		default:
+		}
+		return hook.n.Load() > reads, fmt.Sprintf("no Produce response read from node %d", leader.ID)
+	})
+	c.Node(coord).Start()
+	if err := <-done; err != nil {
+		t.Fatalf("transactional produce to %s-%d after the coordinator's node %d is back: %v", topic, part, coord, err)
+	}
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatalf("commit after the coordinator's node %d is back: %v", coord, err)
+	}
+	rc := c.Client([]string{leader.Addr}, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {part: kgo.NewOffset().AtStart()}}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	var keys []string
+	for len(keys) < 2 {
+		fs := rc.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read_committed %s-%d: %v within 90 s, want [before during]", topic, part, keys)
+		}
+		fs.EachRecord(func(r *kgo.Record) { keys = append(keys, string(r.Key)) })
+	}
+	if !slices.Equal(keys, []string{"before", "during"}) {
+		t.Fatalf("read_committed %s-%d: %v, want [before during]", topic, part, keys)
+	}
 }
