@@ -10,6 +10,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/internal/controller"
 )
 
 func init() { register(kmsg.ElectLeaders, 0, 2, (*Broker).handleElectLeaders) }
@@ -36,26 +38,8 @@ func (b *Broker) handleElectLeaders(ctx context.Context, req *kmsg.ElectLeadersR
 		return resp, err
 	})
 	if err != nil {
-		return electLeadersFailed(req, kerr.TypedErrorForCode(errorCodeOfErr(err)))
+		return controller.ElectLeadersError(req, kerr.TypedErrorForCode(errorCodeOfErr(err)), err.Error())
 	}
 	resp.SetVersion(req.Version)
-	return resp
-}
-
-// electLeadersFailed answers every partition req names with e (Kafka's
-// ElectLeadersRequest.getErrorResponse).
-func electLeadersFailed(req *kmsg.ElectLeadersRequest, e *kerr.Error) *kmsg.ElectLeadersResponse {
-	resp := req.ResponseKind().(*kmsg.ElectLeadersResponse)
-	resp.ErrorCode = e.Code
-	for _, t := range req.Topics {
-		rt := kmsg.NewElectLeadersResponseTopic()
-		rt.Topic = t.Topic
-		for _, p := range t.Partitions {
-			rp := kmsg.NewElectLeadersResponseTopicPartition()
-			rp.Partition, rp.ErrorCode = p, e.Code
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		resp.Topics = append(resp.Topics, rt)
-	}
 	return resp
 }

@@ -41,14 +41,14 @@ const (
 // before the elections were written) and the errors of the metadata write.
 func (c *Controller) ElectLeaders(ctx context.Context, req *kmsg.ElectLeadersRequest) *kmsg.ElectLeadersResponse {
 	if c.notActive() {
-		return electLeadersError(req, kerr.NotController, "")
+		return ElectLeadersError(req, kerr.NotController, "")
 	}
 	electionType := ElectionPreferred
 	if req.Version >= 1 {
 		electionType = req.ElectionType
 	}
 	if electionType != ElectionPreferred && electionType != ElectionUnclean {
-		return electLeadersError(req, kerr.InvalidRequest, fmt.Sprintf("Unknown election type %d", electionType))
+		return ElectLeadersError(req, kerr.InvalidRequest, fmt.Sprintf("Unknown election type %d", electionType))
 	}
 	if req.TimeoutMillis > 0 {
 		var cancel context.CancelFunc
@@ -101,7 +101,7 @@ func (c *Controller) ElectLeaders(ctx context.Context, req *kmsg.ElectLeadersReq
 	}
 	if len(recs) > 0 {
 		if _, err := c.apply(ctx, "electing leaders (ElectLeaders)", recs); err != nil {
-			return electLeadersError(req, kerr.TypedErrorForCode(errorCode(err)), err.Error())
+			return ElectLeadersError(req, kerr.TypedErrorForCode(errorCode(err)), err.Error())
 		}
 		c.log.Info("elected leaders on request", "electionType", electionType, "partitions", len(recs))
 	}
@@ -141,10 +141,10 @@ func electLeader(im *metadata.Image, topic string, p int32, electionType int8) (
 	return nil, nil, rec
 }
 
-// electLeadersError is the answer of an ElectLeaders request that failed as a whole
+// ElectLeadersError is the answer of an ElectLeaders request that failed as a whole
 // (Kafka's ElectLeadersRequest.getErrorResponse): the error at the top (v1+) and on
-// every partition the request named.
-func electLeadersError(req *kmsg.ElectLeadersRequest, e *kerr.Error, msg string) *kmsg.ElectLeadersResponse {
+// every partition the request named, with msg ("" for none).
+func ElectLeadersError(req *kmsg.ElectLeadersRequest, e *kerr.Error, msg string) *kmsg.ElectLeadersResponse {
 	resp := req.ResponseKind().(*kmsg.ElectLeadersResponse)
 	resp.ErrorCode = e.Code
 	var m *string
