@@ -304,6 +304,10 @@ func (b *Broker) startController() {
 		AdoptEpoch:          b.adoptEpoch,
 		InterBrokerListener: b.interBrokerListenerName(),
 		Logger:              b.logger,
+
+		UncleanLeaderElection:        b.cfg.Bool("unclean.leader.election.enable"),
+		AutoLeaderRebalance:          b.cfg.Bool("auto.leader.rebalance.enable"),
+		LeaderImbalanceCheckInterval: time.Duration(b.cfg.Int64("leader.imbalance.check.interval.seconds")) * time.Second,
 	})
 	b.goBackground(func() { b.ctrl.Run(b.ctx) })
 	if b.ctrlLn != nil {

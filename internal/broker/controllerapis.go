@@ -2,7 +2,9 @@ package broker
 
 // The controller listener (controller.listener.names): the Kafka-protocol RPCs of the
 // metadata quorum's controllers — BrokerRegistration, BrokerHeartbeat,
-// AllocateProducerIds, DescribeQuorum (describequorum.go), kmirror's ApplyRecords and
+// AllocateProducerIds, AlterPartition (v2–3, as Kafka 4.x: the partition leaders' ISR
+// changes), ElectLeaders (electleaders.go forwards the broker listeners' to it),
+// DescribeQuorum (describequorum.go), kmirror's ApplyRecords and
 // BumpLeaderEpochs (the mirror's leader-epoch raises, spec section 6) — answered by
 // this node's controller, NOT_CONTROLLER unless it is the active one. The same port
 // carries the quorum's raft streams (netmux).
@@ -21,6 +23,8 @@ func init() {
 	registerController(kmsg.BrokerRegistration, 0, 4, byController((*controller.Controller).RegisterBroker))
 	registerController(kmsg.BrokerHeartbeat, 0, 1, byController((*controller.Controller).Heartbeat))
 	registerController(kmsg.AllocateProducerIDs, 0, 0, byController((*controller.Controller).AllocateProducerIDs))
+	registerController(kmsg.AlterPartition, 2, 3, byController((*controller.Controller).AlterPartition))
+	registerController(kmsg.ElectLeaders, 0, 2, byController((*controller.Controller).ElectLeaders))
 	registerController(kmsg.Key(controller.ApplyRecordsKey), 0, 0, byController((*controller.Controller).ApplyRecords))
 	registerController(kmsg.Key(mirrorproto.ServedKey(mirrorproto.PrototypeKeys["BumpLeaderEpochs"])), 0, 0,
 		byController((*controller.Controller).BumpLeaderEpochs))

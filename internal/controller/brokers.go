@@ -8,6 +8,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"math"
 	"net"
 	"slices"
 	"strconv"
@@ -89,7 +90,7 @@ func (c *Controller) RegisterBroker(ctx context.Context, req *kmsg.BrokerRegistr
 	}
 	b := out.Brokers[req.BrokerID]
 	c.mu.Lock()
-	c.sessions[req.BrokerID] = &session{lastContact: time.Now(), metadataOffset: -1}
+	c.sessions[req.BrokerID] = newSession(-1)
 	c.mu.Unlock()
 	c.admitObserver(ctx, b)
 	c.log.Info("registered broker", "broker", b.ID, "brokerEpoch", b.Epoch, "endpoints", fmt.Sprint(b.Endpoints), "rack", b.Rack)
@@ -137,13 +138,18 @@ func (c *Controller) liveSession(id int32) bool {
 	return s != nil && time.Since(s.lastContact) <= c.opts.SessionTimeout
 }
 
-// Heartbeat renews a broker's session and moves it between fenced, unfenced and
-// controlled shutdown: a fenced broker whose CurrentMetadataOffset reached its
-// registration's offset is unfenced (and elected where partitions lack a leader); a
-// broker asking WantShutdown enters controlled shutdown (its leaderships move away) and is
-// told ShouldShutdown once it leads no partition; WantFence fences it. Errors:
-// NOT_CONTROLLER, BROKER_ID_NOT_REGISTERED, STALE_BROKER_EPOCH (the broker must register
-// again).
+// Heartbeat renews a broker's session and moves it between Kafka's broker states
+// (BrokerHeartbeatManager.calculateNextBrokerState): a fenced broker whose
+// CurrentMetadataOffset reached its registration's offset is unfenced (and elected where
+// partitions lack a leader); a fenced broker asking WantShutdown may stop at once; an
+// unfenced one asking WantShutdown that leads partitions enters controlled shutdown (its
+// leaderships move to other ISR members and it leaves the ISRs, Kafka's
+// handleBrokerInControlledShutdown), one that leads none is fenced and may stop; a broker
+// in controlled shutdown may stop (and is fenced) once it leads nothing and every active
+// broker has applied the batch that started its shutdown, so that the new leaders know
+// they lead before it stops; WantFence fences it. ShouldShutdown answers "stop now".
+// Errors: NOT_CONTROLLER, BROKER_ID_NOT_REGISTERED, STALE_BROKER_EPOCH (the broker must
+// register again).
 func (c *Controller) Heartbeat(ctx context.Context, req *kmsg.BrokerHeartbeatRequest) *kmsg.BrokerHeartbeatResponse {
 	resp := req.ResponseKind().(*kmsg.BrokerHeartbeatResponse)
 	if c.notActive() {
@@ -163,7 +169,11 @@ func (c *Controller) Heartbeat(ctx context.Context, req *kmsg.BrokerHeartbeatReq
 		return resp
 	}
 	c.mu.Lock()
-	c.sessions[b.ID] = &session{lastContact: time.Now(), metadataOffset: req.CurrentMetadataOffset}
+	s := newSession(req.CurrentMetadataOffset)
+	if old := c.sessions[b.ID]; old != nil {
+		s.shutdownOffset = old.shutdownOffset
+	}
+	c.sessions[b.ID] = s
 	c.mu.Unlock()
 	caughtUp := req.CurrentMetadataOffset >= b.Epoch
 	if !caughtUp {
@@ -171,26 +181,45 @@ func (c *Controller) Heartbeat(ctx context.Context, req *kmsg.BrokerHeartbeatReq
 	}
 	var recs []metadata.Record
 	var what string
+	shutdownNow, startShutdown := false, false
 	switch {
-	case req.WantShutdown && !b.InControlledShutdown:
-		what = "starting a controlled shutdown"
+	case b.Fenced:
+		switch {
+		case req.WantShutdown:
+			shutdownNow = true
+		case !req.WantFence && caughtUp:
+			what = "unfencing a broker that caught up"
+			no := false
+			next := *b
+			next.Fenced = false
+			recs = append(recs, metadata.BrokerRegistrationChangeRecord{BrokerID: b.ID, BrokerEpoch: b.Epoch, Fenced: &no})
+			v := withBroker(im, &next)
+			recs = append(recs, electOffline(v, c.unclean(v))...)
+		}
+	case b.InControlledShutdown:
+		if s.shutdownOffset < 0 {
+			// Shutting down since before this controller became active: wait for the
+			// active brokers to reach this image.
+			s.shutdownOffset = int64(im.Offset)
+		}
+		if !leadsAny(im, b.ID) && s.shutdownOffset <= c.lowestActiveOffset(im) {
+			what, shutdownNow = "fencing a broker at the end of its controlled shutdown", true
+			recs = c.fence(im, b)
+		}
+	case req.WantFence:
+		what, shutdownNow = "fencing a broker on its request", req.WantShutdown
+		recs = c.fence(im, b)
+	case req.WantShutdown && !leadsAny(im, b.ID):
+		what, shutdownNow = "fencing a broker that shuts down leading no partition", true
+		recs = c.fence(im, b)
+	case req.WantShutdown:
+		what, startShutdown = "starting a controlled shutdown", true
 		yes := true
 		next := *b
 		next.InControlledShutdown = true
 		recs = append(recs, metadata.BrokerRegistrationChangeRecord{BrokerID: b.ID, BrokerEpoch: b.Epoch, InControlledShutdown: &yes})
 		v := withBroker(im, &next)
 		recs = append(recs, leaving(v, b.ID, c.unclean(v))...)
-	case req.WantFence && !b.Fenced:
-		what = "fencing a broker on its request"
-		recs = c.fence(im, b)
-	case b.Fenced && !req.WantFence && !req.WantShutdown && caughtUp:
-		what = "unfencing a broker that caught up"
-		no := false
-		next := *b
-		next.Fenced = false
-		recs = append(recs, metadata.BrokerRegistrationChangeRecord{BrokerID: b.ID, BrokerEpoch: b.Epoch, Fenced: &no})
-		v := withBroker(im, &next)
-		recs = append(recs, electOffline(v, c.unclean(v))...)
 	}
 	if len(recs) > 0 {
 		out, err := c.apply(ctx, what, recs)
@@ -200,12 +229,38 @@ func (c *Controller) Heartbeat(ctx context.Context, req *kmsg.BrokerHeartbeatReq
 		}
 		im = out
 		b = im.Brokers[req.BrokerID]
+		if startShutdown {
+			c.mu.Lock()
+			s.shutdownOffset = int64(out.Offset)
+			c.mu.Unlock()
+		}
 		c.log.Info(what, "broker", b.ID, "brokerEpoch", b.Epoch, "metadataOffset", req.CurrentMetadataOffset)
 	}
 	resp.IsCaughtUp = caughtUp
 	resp.IsFenced = b.Fenced
-	resp.ShouldShutdown = req.WantShutdown && (b.Fenced || !leadsAny(im, b.ID))
+	resp.ShouldShutdown = shutdownNow
 	return resp
+}
+
+// lowestActiveOffset is the lowest metadata offset that the active brokers (unfenced, not
+// in controlled shutdown) last reported, −1 for one not heard from since this controller
+// became active; the largest int64 when there is none (Kafka's
+// BrokerHeartbeatManager.lowestActiveOffset).
+func (c *Controller) lowestActiveOffset(im *metadata.Image) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	lowest := int64(math.MaxInt64)
+	for id, b := range im.Brokers {
+		if !b.Usable() {
+			continue
+		}
+		off := int64(-1)
+		if s := c.sessions[id]; s != nil {
+			off = s.metadataOffset
+		}
+		lowest = min(lowest, off)
+	}
+	return lowest
 }
 
 // leadsAny reports whether broker id leads a partition in im.

@@ -44,9 +44,16 @@ type Options struct {
 	// SessionTimeout is broker.session.timeout.ms: a broker without a heartbeat for this
 	// long is fenced.
 	SessionTimeout time.Duration
-	// Unclean reports whether a topic allows unclean leader election
-	// (unclean.leader.election.enable resolved for the topic); nil: never.
-	Unclean func(im *metadata.Image, t *metadata.Topic) bool
+	// UncleanLeaderElection is this node's static unclean.leader.election.enable, the
+	// default of topics that set none when no dynamic broker config does either.
+	UncleanLeaderElection bool
+	// AutoLeaderRebalance is auto.leader.rebalance.enable: every
+	// LeaderImbalanceCheckInterval the active controller moves leadership back to the
+	// preferred replicas that are in the ISR and may lead.
+	AutoLeaderRebalance bool
+	// LeaderImbalanceCheckInterval is leader.imbalance.check.interval.seconds (300 s when
+	// not positive).
+	LeaderImbalanceCheckInterval time.Duration
 	// Combined is set when this node is also a broker (process.roles=broker,controller):
 	// becoming active then gives its own earlier registration no session, so that the
 	// restarted broker registers again at once.
@@ -91,6 +98,10 @@ type Controller struct {
 	active   bool
 	sessions map[int32]*session
 	rnd      *rand.Rand
+
+	// rebalanceAt is when the next preferred-leader rebalance runs; zero while none is
+	// scheduled (no imbalance seen since the last one). writeMu held.
+	rebalanceAt time.Time
 }
 
 // session is what the active controller knows of a broker's liveness (Kafka's
@@ -98,12 +109,24 @@ type Controller struct {
 type session struct {
 	lastContact    time.Time
 	metadataOffset int64
+	// shutdownOffset is the metadata offset of the batch that started the broker's
+	// controlled shutdown, −1 when none (Kafka's controlledShutdownOffset): the broker may
+	// stop once every active broker has applied it.
+	shutdownOffset int64
+}
+
+// newSession is the session of a broker heard from now at metadata offset offset.
+func newSession(offset int64) *session {
+	return &session{lastContact: time.Now(), metadataOffset: offset, shutdownOffset: -1}
 }
 
 // New returns the controller of this node over q; call Run.
 func New(q Quorum, opts Options) *Controller {
 	if opts.SessionTimeout <= 0 {
 		opts.SessionTimeout = 9 * time.Second
+	}
+	if opts.LeaderImbalanceCheckInterval <= 0 {
+		opts.LeaderImbalanceCheckInterval = 300 * time.Second
 	}
 	l := opts.Logger
 	if l == nil {
@@ -169,7 +192,6 @@ func (c *Controller) step(ctx context.Context) {
 			// election (metadata.Controller); registrations are checked against it.
 			return
 		}
-		now := time.Now()
 		c.mu.Lock()
 		c.active = true
 		c.sessions = map[int32]*session{}
@@ -180,9 +202,12 @@ func (c *Controller) step(ctx context.Context) {
 			if id == c.opts.NodeID && c.opts.Combined && im.Brokers[id].IncarnationID != c.opts.Incarnation {
 				continue
 			}
-			c.sessions[id] = &session{lastContact: now, metadataOffset: -1}
+			c.sessions[id] = newSession(-1)
 		}
 		c.mu.Unlock()
+		c.writeMu.Lock()
+		c.rebalanceAt = time.Time{}
+		c.writeMu.Unlock()
 		c.log.Info("this node is the active controller", "node.id", c.opts.NodeID, "brokers", len(c.sessions))
 	}
 	c.writeMu.Lock()
@@ -192,11 +217,46 @@ func (c *Controller) step(ctx context.Context) {
 	if recs := electOffline(c.q.Image(), c.unclean(c.q.Image())); len(recs) > 0 {
 		c.apply(ctx, "electing leaders of offline partitions", recs)
 	}
+	c.maybeRebalance(ctx, time.Now())
 }
 
 // unclean returns the unclean-election rule over im.
-func (c *Controller) unclean(im *metadata.Image) func(*metadata.Topic) bool {
-	return func(t *metadata.Topic) bool { return c.opts.Unclean != nil && c.opts.Unclean(im, t) }
+func (c *Controller) unclean(im *metadata.Image) uncleanRule {
+	return func(t *metadata.Topic) bool { return c.uncleanEnabled(im, t) }
+}
+
+// maybeRebalance runs auto.leader.rebalance.enable as Kafka's QuorumController
+// maybeScheduleNextBalancePartitionLeaders does: once a partition is seen not led by its
+// preferred replica, a rebalance is scheduled leader.imbalance.check.interval.seconds
+// later; it elects the preferred replicas that are in the ISR and may lead, at most
+// maxElectionsPerImbalance in one batch (a full batch schedules the next at once).
+// leader.imbalance.per.broker.percentage is not consulted, as Kafka's KRaft controller
+// does not. writeMu held.
+func (c *Controller) maybeRebalance(ctx context.Context, now time.Time) {
+	if !c.opts.AutoLeaderRebalance {
+		return
+	}
+	im := c.q.Image()
+	if c.rebalanceAt.IsZero() {
+		if imbalanced(im) {
+			c.rebalanceAt = now.Add(c.opts.LeaderImbalanceCheckInterval)
+		}
+		return
+	}
+	if now.Before(c.rebalanceAt) {
+		return
+	}
+	c.rebalanceAt = time.Time{}
+	recs := balanceLeaders(im, maxElectionsPerImbalance)
+	if len(recs) == 0 {
+		return
+	}
+	if _, err := c.apply(ctx, "electing preferred leaders (auto.leader.rebalance.enable)", recs); err == nil {
+		c.log.Info("moved leaderships back to preferred replicas", "partitions", len(recs))
+	}
+	if len(recs) >= maxElectionsPerImbalance {
+		c.rebalanceAt = now.Add(10 * time.Millisecond)
+	}
 }
 
 // apply writes recs, logging a failure (the decision is retried on the next tick). writeMu
@@ -317,9 +377,9 @@ func errorCode(err error) int16 {
 func (c *Controller) notActive() bool { return !c.Active() }
 
 // Handle answers a controller RPC (BrokerRegistration, BrokerHeartbeat,
-// AllocateProducerIds, ApplyRecords, BumpLeaderEpochs), or returns nil for another
-// request. Each answers NOT_CONTROLLER
-// when this node is not the active controller.
+// AllocateProducerIds, AlterPartition, ElectLeaders, ApplyRecords, BumpLeaderEpochs), or
+// returns nil for another request. Each answers NOT_CONTROLLER when this node is not the
+// active controller.
 func (c *Controller) Handle(ctx context.Context, req kmsg.Request) kmsg.Response {
 	switch r := req.(type) {
 	case *kmsg.BrokerRegistrationRequest:
@@ -328,6 +388,10 @@ func (c *Controller) Handle(ctx context.Context, req kmsg.Request) kmsg.Response
 		return c.Heartbeat(ctx, r)
 	case *kmsg.AllocateProducerIDsRequest:
 		return c.AllocateProducerIDs(ctx, r)
+	case *kmsg.AlterPartitionRequest:
+		return c.AlterPartition(ctx, r)
+	case *kmsg.ElectLeadersRequest:
+		return c.ElectLeaders(ctx, r)
 	case *ApplyRecordsRequest:
 		return c.ApplyRecords(ctx, r)
 	case *mirrorproto.BumpLeaderEpochsRequest:

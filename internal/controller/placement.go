@@ -211,3 +211,26 @@ func (rl *rackList) shuffle() {
 		}
 	}
 }
+
+// PartitionRecords returns the PartitionRecords of new partitions of topic id, numbered
+// from first, with the replicas assign gives them (Place), as Kafka's controller creates
+// them: the ISR is the replicas that may lead in im (unfenced, not in controlled
+// shutdown), in replica order, and the first of them leads; a fenced replica joins the
+// ISR later, through its leader's AlterPartition. A partition none of whose replicas may
+// lead is *ErrInvalidReplicationFactor, in Kafka's words.
+func PartitionRecords(im *metadata.Image, id metadata.TopicID, first int32, assign [][]int32) ([]metadata.Record, error) {
+	out := make([]metadata.Record, 0, len(assign))
+	for i, replicas := range assign {
+		var isr []int32
+		for _, r := range replicas {
+			if canLead(im, r) {
+				isr = append(isr, r)
+			}
+		}
+		if len(isr) == 0 {
+			return nil, &ErrInvalidReplicationFactor{fmt.Sprintf("Unable to replicate the partition %d time(s): All brokers are currently fenced or in controlled shutdown.", len(replicas))}
+		}
+		out = append(out, metadata.PartitionRecord{TopicID: id, Partition: first + int32(i), Replicas: slices.Clone(replicas), ISR: isr, Leader: isr[0]})
+	}
+	return out, nil
+}

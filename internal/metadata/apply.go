@@ -36,6 +36,14 @@ func (b *builder) ownBrokers() {
 	}
 }
 
+// cloneOrNil copies a broker list; an empty one becomes nil (the image's form of "none").
+func cloneOrNil(l []int32) []int32 {
+	if len(l) == 0 {
+		return nil
+	}
+	return slices.Clone(l)
+}
+
 // unassigned returns n registrations of partitions without replicas.
 func unassigned(n int32) []*PartitionRegistration {
 	out := make([]*PartitionRegistration, n)
@@ -45,28 +53,63 @@ func unassigned(n int32) []*PartitionRegistration {
 	return out
 }
 
-// checkReplicas validates a partition's replicas, ISR and leader (Kafka's
-// PartitionRegistration invariants): replicas non-empty, non-negative and unique; the ISR
-// a non-empty subset of the replicas without duplicates; the leader NoLeader or in the ISR.
-func checkReplicas(where string, replicas, isr []int32, leader int32) error {
-	if len(replicas) == 0 {
+// checkList validates one broker list of a partition: non-negative, unique broker IDs,
+// each a replica unless replicas is nil.
+func checkList(where, name string, list, replicas []int32) error {
+	for i, r := range list {
+		if r < 0 || slices.Contains(list[:i], r) || (replicas != nil && !slices.Contains(replicas, r)) {
+			return fmt.Errorf("%w: %s: %s %v (replicas %v)", ErrInvalidRecord, where, name, list, replicas)
+		}
+	}
+	return nil
+}
+
+// checkPartition validates a partition registration (Kafka's PartitionRegistration
+// invariants): replicas non-empty, non-negative and unique; the ISR a non-empty subset of
+// the replicas (kmirror elects without KIP-966, so an ISR never empties); the replicas
+// being removed and added subsets of the replicas, disjoint; the ELR a subset of the
+// replicas outside the ISR, the last-known ELR a subset of the replicas; the leader
+// NoLeader or in the ISR; the leader recovery state RECOVERED or RECOVERING; epochs not
+// negative.
+func checkPartition(where string, p *PartitionRegistration) error {
+	if len(p.Replicas) == 0 {
 		return fmt.Errorf("%w: %s: no replicas", ErrInvalidRecord, where)
 	}
-	for i, r := range replicas {
-		if r < 0 || slices.Contains(replicas[:i], r) {
-			return fmt.Errorf("%w: %s: replicas %v", ErrInvalidRecord, where, replicas)
-		}
+	if err := checkList(where, "replicas", p.Replicas, nil); err != nil {
+		return err
 	}
-	if len(isr) == 0 {
+	if len(p.ISR) == 0 {
 		return fmt.Errorf("%w: %s: empty ISR", ErrInvalidRecord, where)
 	}
-	for i, r := range isr {
-		if !slices.Contains(replicas, r) || slices.Contains(isr[:i], r) {
-			return fmt.Errorf("%w: %s: ISR %v is not a subset of the replicas %v", ErrInvalidRecord, where, isr, replicas)
+	if err := checkList(where, "ISR", p.ISR, p.Replicas); err != nil {
+		return err
+	}
+	for _, l := range []struct {
+		name string
+		list []int32
+	}{{"removing replicas", p.RemovingReplicas}, {"adding replicas", p.AddingReplicas}, {"ELR", p.ELR}, {"last-known ELR", p.LastKnownELR}} {
+		if err := checkList(where, l.name, l.list, p.Replicas); err != nil {
+			return err
 		}
 	}
-	if leader != NoLeader && !slices.Contains(isr, leader) {
-		return fmt.Errorf("%w: %s: leader %d is not in the ISR %v", ErrInvalidRecord, where, leader, isr)
+	for _, r := range p.AddingReplicas {
+		if slices.Contains(p.RemovingReplicas, r) {
+			return fmt.Errorf("%w: %s: replica %d is both added and removed", ErrInvalidRecord, where, r)
+		}
+	}
+	for _, r := range p.ELR {
+		if slices.Contains(p.ISR, r) {
+			return fmt.Errorf("%w: %s: replica %d is in both the ISR %v and the ELR %v", ErrInvalidRecord, where, r, p.ISR, p.ELR)
+		}
+	}
+	if p.Leader != NoLeader && !slices.Contains(p.ISR, p.Leader) {
+		return fmt.Errorf("%w: %s: leader %d is not in the ISR %v", ErrInvalidRecord, where, p.Leader, p.ISR)
+	}
+	if p.LeaderRecoveryState != LeaderRecovered && p.LeaderRecoveryState != LeaderRecovering {
+		return fmt.Errorf("%w: %s: leader recovery state %d", ErrInvalidRecord, where, p.LeaderRecoveryState)
+	}
+	if p.LeaderEpoch < 0 || p.PartitionEpoch < 0 {
+		return fmt.Errorf("%w: %s: negative leader or partition epoch", ErrInvalidRecord, where)
 	}
 	return nil
 }
@@ -326,19 +369,20 @@ func (b *builder) apply(r Record) error {
 		if cur.Assigned() {
 			return fmt.Errorf("%w: %s is already assigned", ErrInvalidRecord, where)
 		}
-		if err := checkReplicas(where, r.Replicas, r.ISR, r.Leader); err != nil {
-			return err
+		reg := &PartitionRegistration{
+			Replicas: slices.Clone(r.Replicas), ISR: slices.Clone(r.ISR),
+			RemovingReplicas: cloneOrNil(r.RemovingReplicas), AddingReplicas: cloneOrNil(r.AddingReplicas),
+			Leader: r.Leader, LeaderRecoveryState: r.LeaderRecoveryState,
+			LeaderEpoch: r.LeaderEpoch, PartitionEpoch: r.PartitionEpoch,
+			ELR: cloneOrNil(r.ELR), LastKnownELR: cloneOrNil(r.LastKnownELR),
 		}
-		if r.LeaderEpoch < 0 || r.PartitionEpoch < 0 {
-			return fmt.Errorf("%w: %s: negative leader or partition epoch", ErrInvalidRecord, where)
+		if err := checkPartition(where, reg); err != nil {
+			return err
 		}
 		if err := b.checkPlacement(where, r.Replicas, r.Leader); err != nil {
 			return err
 		}
-		b.putPartition(t, r.Partition, &PartitionRegistration{
-			Replicas: slices.Clone(r.Replicas), ISR: slices.Clone(r.ISR), Leader: r.Leader,
-			LeaderEpoch: r.LeaderEpoch, PartitionEpoch: r.PartitionEpoch,
-		})
+		b.putPartition(t, r.Partition, reg)
 
 	case PartitionChangeRecord:
 		t, cur, err := b.partitionAt(r.TopicID, r.Partition)
@@ -350,23 +394,38 @@ func (b *builder) apply(r Record) error {
 			return fmt.Errorf("%w: %s is not assigned", ErrInvalidRecord, where)
 		}
 		next := *cur
-		if r.ISR != nil {
-			next.ISR = slices.Clone(r.ISR)
+		if r.Replicas != nil {
+			for _, id := range r.Replicas {
+				if _, ok := b.next.Brokers[id]; !ok && !cur.HasReplica(id) {
+					return fmt.Errorf("%w: %s: new replica on broker %d, which is not registered", ErrStalePlacement, where, id)
+				}
+			}
+			next.Replicas = slices.Clone(r.Replicas)
 		}
+		setList := func(dst *[]int32, src []int32) {
+			if src != nil {
+				*dst = cloneOrNil(src)
+			}
+		}
+		setList(&next.ISR, r.ISR)
+		setList(&next.RemovingReplicas, r.RemovingReplicas)
+		setList(&next.AddingReplicas, r.AddingReplicas)
+		setList(&next.ELR, r.ELR)
+		setList(&next.LastKnownELR, r.LastKnownELR)
 		if r.Leader != nil {
 			next.Leader = *r.Leader
 		}
 		if r.LeaderRecoveryState != nil {
 			next.LeaderRecoveryState = *r.LeaderRecoveryState
 		}
-		if err := checkReplicas(where, next.Replicas, next.ISR, next.Leader); err != nil {
-			return err
-		}
 		if r.LeaderEpoch < cur.LeaderEpoch || (next.Leader != cur.Leader && r.LeaderEpoch == cur.LeaderEpoch) {
 			return fmt.Errorf("%w: %s: leader epoch %d after %d (leader %d → %d)", ErrInvalidRecord, where, r.LeaderEpoch, cur.LeaderEpoch, cur.Leader, next.Leader)
 		}
 		next.LeaderEpoch = r.LeaderEpoch
 		next.PartitionEpoch = cur.PartitionEpoch + 1
+		if err := checkPartition(where, &next); err != nil {
+			return err
+		}
 		b.putPartition(t, r.Partition, &next)
 
 	case RegisterBrokerRecord:

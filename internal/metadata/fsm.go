@@ -108,7 +108,10 @@ func (f *fsm) closeSubs() {
 
 // snapshotVersion is the version of the snapshot encoding: 2 adds broker registrations,
 // partition registrations and the next producer ID; version 1 snapshots (written before
-// clusters) are read with every partition unassigned.
+// clusters) are read with every partition unassigned. The replication fields of a
+// partition registration (adding and removing replicas, ELR, last-known ELR) were added
+// to version 2 as optional fields: a snapshot written before them reads with them empty,
+// as the log's records do (TestReplayLogBeforeReplication).
 const snapshotVersion = 2
 
 // snapshotFile is the JSON form of a whole image in a raft snapshot.

@@ -51,17 +51,26 @@ const (
 
 // PartitionRegistration is the state of one partition in an Image (Kafka's
 // org.apache.kafka.metadata.PartitionRegistration): replicas in preferred order, the
-// in-sync replicas, the leader (NoLeader when offline), the leader epoch (bumped by every
-// leader change and by leader-epoch bumps) and the partition epoch (bumped by every
-// change). A partition with no replicas is unassigned: a topic written by a release
-// before clusters, until the controller assigns it. Immutable.
+// in-sync replicas, the replicas being removed and added by a reassignment, the leader
+// (NoLeader when offline) and its recovery state (RECOVERING after an unclean election,
+// until the leader's AlterPartition says it recovered), the leader epoch (bumped by
+// every leader change and by leader-epoch bumps, never by an ISR change alone, as in
+// Kafka 3.6+), the partition epoch (bumped by every change) and KIP-966's eligible
+// leader replicas (ELR, LastKnownELR; carried and shown, never populated by kmirror's
+// controller, which elects as before KIP-966). A partition with no replicas is
+// unassigned: a topic written by a release before clusters, until the controller
+// assigns it. Immutable.
 type PartitionRegistration struct {
 	Replicas            []int32 `json:"replicas"`
 	ISR                 []int32 `json:"isr"`
+	RemovingReplicas    []int32 `json:"removingReplicas,omitempty"`
+	AddingReplicas      []int32 `json:"addingReplicas,omitempty"`
 	Leader              int32   `json:"leader"`
 	LeaderRecoveryState int8    `json:"leaderRecoveryState,omitempty"`
 	LeaderEpoch         int32   `json:"leaderEpoch"`
 	PartitionEpoch      int32   `json:"partitionEpoch"`
+	ELR                 []int32 `json:"elr,omitempty"`
+	LastKnownELR        []int32 `json:"lastKnownElr,omitempty"`
 }
 
 // Assigned reports whether the partition has replicas.
@@ -69,6 +78,20 @@ func (p *PartitionRegistration) Assigned() bool { return len(p.Replicas) > 0 }
 
 // HasReplica reports whether broker id holds a replica of the partition.
 func (p *PartitionRegistration) HasReplica(id int32) bool { return slices.Contains(p.Replicas, id) }
+
+// PreferredReplica is the first replica, NoLeader for an unassigned partition (Kafka's
+// PartitionRegistration.preferredReplica).
+func (p *PartitionRegistration) PreferredReplica() int32 {
+	if len(p.Replicas) == 0 {
+		return NoLeader
+	}
+	return p.Replicas[0]
+}
+
+// HasPreferredLeader reports whether the preferred replica leads (Kafka's
+// hasPreferredLeader): partitions without it are imbalanced, for ElectLeaders PREFERRED
+// and auto.leader.rebalance.enable.
+func (p *PartitionRegistration) HasPreferredLeader() bool { return p.Leader == p.PreferredReplica() }
 
 // unassignedPartition is the registration of a partition without replicas.
 var unassignedPartition = &PartitionRegistration{Leader: NoLeader}

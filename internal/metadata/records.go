@@ -87,28 +87,38 @@ type MirrorTopicRecord struct {
 // written in the batch of the TopicRecord or PartitionCountRecord that creates the
 // partition, or for a partition that has no replicas yet (topics written by a release
 // before clusters, which carry no assignment). PartitionEpoch is set by the record as
-// written. Errors: ErrUnknownTopic, ErrInvalidRecord (index outside the topic, partition
-// already assigned, empty or duplicate replicas, an ISR that is not a non-empty subset
-// of the replicas, a leader outside the ISR, a negative leader epoch), ErrStalePlacement
-// (a replica on an unregistered broker, a leader that is fenced or shutting down).
+// written. AddingReplicas and RemovingReplicas (a reassignment in progress), ELR and
+// LastKnownELR (KIP-966) and LeaderRecoveryState are Kafka's fields of the same names;
+// records written before replication lack them (empty, RECOVERED). Errors:
+// ErrUnknownTopic, ErrInvalidRecord (index outside the topic, partition already
+// assigned, and the invariants of checkPartition), ErrStalePlacement (a replica on an
+// unregistered broker, a leader that is fenced or shutting down).
 type PartitionRecord struct {
-	TopicID        TopicID `json:"topicId"`
-	Partition      int32   `json:"partition"`
-	Replicas       []int32 `json:"replicas"`
-	ISR            []int32 `json:"isr"`
-	Leader         int32   `json:"leader"`
-	LeaderEpoch    int32   `json:"leaderEpoch"`
-	PartitionEpoch int32   `json:"partitionEpoch"`
+	TopicID             TopicID `json:"topicId"`
+	Partition           int32   `json:"partition"`
+	Replicas            []int32 `json:"replicas"`
+	ISR                 []int32 `json:"isr"`
+	RemovingReplicas    []int32 `json:"removingReplicas,omitempty"`
+	AddingReplicas      []int32 `json:"addingReplicas,omitempty"`
+	Leader              int32   `json:"leader"`
+	LeaderRecoveryState int8    `json:"leaderRecoveryState,omitempty"`
+	LeaderEpoch         int32   `json:"leaderEpoch"`
+	PartitionEpoch      int32   `json:"partitionEpoch"`
+	ELR                 []int32 `json:"elr,omitempty"`
+	LastKnownELR        []int32 `json:"lastKnownElr,omitempty"`
 }
 
-// PartitionChangeRecord changes the leader, the ISR or the leader epoch of one partition
-// (Kafka's PartitionChangeRecord, written by the active controller's elections, ISR
-// changes and leader-epoch bumps). Nil fields keep their value. LeaderEpoch is the
-// partition's leader epoch after the change: the current one, or a higher one; a leader
-// change (Leader set to another broker, or to NoLeader) must raise it. Every change adds
-// one to the partition epoch. Errors: ErrUnknownTopic, ErrInvalidRecord (no such
-// partition, an unassigned partition, a leader epoch that goes down or stays with a new
-// leader, an ISR outside the replicas or empty, a leader outside the new ISR).
+// PartitionChangeRecord changes one partition (Kafka's PartitionChangeRecord, written by
+// the active controller's elections, AlterPartition, ElectLeaders, leader-epoch bumps
+// and, later, reassignments). A nil field keeps its value; an empty, non-nil list sets
+// the list empty (so ISR, Replicas and the others encode null for "unchanged"). LeaderEpoch
+// is the partition's leader epoch after the change: the current one, or a higher one; a
+// leader change (Leader set to another broker, or to NoLeader) must raise it (Kafka's
+// merge raises it by one whenever the record sets Leader; the controller writes that
+// epoch here). Every change adds one to the partition epoch. Errors: ErrUnknownTopic,
+// ErrInvalidRecord (no such partition, an unassigned partition, a leader epoch that goes
+// down or stays with a new leader, a leader recovery state other than 0 and 1, and the
+// invariants of checkPartition on the result).
 type PartitionChangeRecord struct {
 	TopicID             TopicID `json:"topicId"`
 	Partition           int32   `json:"partition"`
@@ -116,6 +126,13 @@ type PartitionChangeRecord struct {
 	ISR                 []int32 `json:"isr"` // null = unchanged
 	LeaderEpoch         int32   `json:"leaderEpoch"`
 	LeaderRecoveryState *int8   `json:"leaderRecoveryState,omitempty"`
+	// Replicas, RemovingReplicas and AddingReplicas change the assignment (reassignment).
+	Replicas         []int32 `json:"replicas,omitempty"`
+	RemovingReplicas []int32 `json:"removingReplicas"` // null = unchanged
+	AddingReplicas   []int32 `json:"addingReplicas"`   // null = unchanged
+	// ELR and LastKnownELR are KIP-966's eligible leader replicas.
+	ELR          []int32 `json:"elr"`          // null = unchanged
+	LastKnownELR []int32 `json:"lastKnownElr"` // null = unchanged
 }
 
 // RegisterBrokerRecord registers a broker (Kafka's RegisterBrokerRecord), replacing any
