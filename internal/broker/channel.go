@@ -52,6 +52,10 @@ func errorCodeOf(resp kmsg.Response) int16 {
 		return r.ErrorCode
 	case *kmsg.AllocateProducerIDsResponse:
 		return r.ErrorCode
+	case *kmsg.AlterPartitionResponse:
+		return r.ErrorCode
+	case *kmsg.ElectLeadersResponse:
+		return r.ErrorCode
 	case interface{ GetErrorCode() int16 }:
 		return r.GetErrorCode()
 	}

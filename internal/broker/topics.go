@@ -62,13 +62,17 @@ func (b *Broker) createTopic(ctx context.Context, name string, id metadata.Topic
 		configs = map[string]string{}
 	}
 	for attempt := 0; ; attempt++ {
-		assign, err := controller.Place(b.meta.Image(), partitions, rf, nil, newRand())
+		im := b.meta.Image()
+		assign, err := controller.Place(im, partitions, rf, nil, newRand())
 		if err != nil {
 			return nil, err
 		}
-		recs := []metadata.Record{&metadata.TopicRecord{Name: name, ID: id, Partitions: partitions, Configs: configs, Mirror: mirror}}
-		recs = append(recs, partitionRecords(id, 0, assign)...)
-		im, err := b.meta.Apply(ctx, recs...)
+		parts, err := controller.PartitionRecords(im, id, 0, assign)
+		if err != nil {
+			return nil, err
+		}
+		recs := append([]metadata.Record{&metadata.TopicRecord{Name: name, ID: id, Partitions: partitions, Configs: configs, Mirror: mirror}}, parts...)
+		im, err = b.meta.Apply(ctx, recs...)
 		if errors.Is(err, metadata.ErrStalePlacement) && attempt < 3 {
 			continue
 		}
@@ -78,16 +82,6 @@ func (b *Broker) createTopic(ctx context.Context, name string, id metadata.Topic
 		b.applyNow()
 		return im.Topics[name], nil
 	}
-}
-
-// partitionRecords are the PartitionRecords of new partitions from first on, with the
-// replicas assign gives them: all in the ISR, led by the first.
-func partitionRecords(id metadata.TopicID, first int32, assign [][]int32) []metadata.Record {
-	out := make([]metadata.Record, 0, len(assign))
-	for i, replicas := range assign {
-		out = append(out, metadata.PartitionRecord{TopicID: id, Partition: first + int32(i), Replicas: replicas, ISR: replicas, Leader: replicas[0]})
-	}
-	return out
 }
 
 func newRand() *rand.Rand { return rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())) }
@@ -132,7 +126,11 @@ func (b *Broker) CreatePartitions(ctx context.Context, name string, count int32)
 		if err != nil {
 			return err
 		}
-		recs := append([]metadata.Record{&metadata.PartitionCountRecord{Name: name, Partitions: count}}, partitionRecords(t.ID, t.Partitions, assign)...)
+		parts, err := controller.PartitionRecords(im, t.ID, t.Partitions, assign)
+		if err != nil {
+			return err
+		}
+		recs := append([]metadata.Record{&metadata.PartitionCountRecord{Name: name, Partitions: count}}, parts...)
 		_, err = b.meta.Apply(ctx, recs...)
 		if errors.Is(err, metadata.ErrStalePlacement) && attempt < 3 {
 			continue
