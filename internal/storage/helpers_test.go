@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"os"
 	"sync"
 	"testing"
 
@@ -172,3 +173,20 @@ func mustAppend(t testing.TB, l *Log, b record.Batch, epoch int32) AppendInfo {
 }
 
 func isErr(err, target error) bool { return errors.Is(err, target) }
+
+func segmentBases(l *Log) []int64 {
+	var out []int64
+	for _, s := range l.segs {
+		out = append(out, s.base)
+	}
+	return out
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}

@@ -143,7 +143,7 @@ func (m *Manager) Open(topic string, partition int32, topicID [16]byte, cfg Conf
 	if !ok {
 		ls = -1
 	}
-	l, err := openLog(dir, topicID, cfg, m.logger.With("topic", topic, "partition", partition), rp, ls)
+	l, err := openLog(dir, topicID, cfg, m.logger.With("topic", topic, "partition", partition), rp, ls, -1)
 	if err != nil {
 		return nil, err
 	}

@@ -167,9 +167,7 @@ func (l *Log) load(recoveryPoint, ckLogStart int64) error {
 		}
 	}
 	l.ps.evictBefore(start)
-	if f, ok := l.ps.firstUnstable(); ok {
-		l.fuo.Store(f)
-	}
+	l.storeFirstUnstable()
 	return syncDir(l.dir)
 }
 
@@ -297,5 +295,7 @@ func (l *Log) rebuildProducerState() error {
 		}
 	}
 	l.ps.evictBefore(l.logStart.Load())
+	l.ps.completeBelow(l.hw.Load())
+	l.storeFirstUnstable()
 	return nil
 }

@@ -10,9 +10,9 @@ import (
 // TruncateTo removes every offset >= offset (Kafka's UnifiedLog.truncateTo): later
 // segments are deleted, the segment holding offset is cut at the first batch whose last
 // offset is >= offset (a batch straddling offset goes whole, so the LEO becomes its base
-// offset), indexes, the leader-epoch cache (truncateFromEnd), producer state and
-// transaction state are rebuilt. LeaderEpoch is kept: a dropped epoch stays a fence at
-// the new LEO. A no-op when offset >= LEO; below the log start it is
+// offset), a high watermark above the new LEO is capped at it, indexes, the leader-epoch
+// cache (truncateFromEnd), producer state and transaction state are rebuilt. LeaderEpoch
+// is kept: a dropped epoch stays a fence at the new LEO. A no-op when offset >= LEO; below the log start it is
 // TruncateFullyAndStartAt(offset).
 func (l *Log) TruncateTo(offset int64) error { return l.truncate(offset, false) }
 
@@ -145,7 +145,7 @@ func (l *Log) truncateSegmentsLocked(offset int64) error {
 	if cut == 0 {
 		newLEO = max(newLEO, seg.base)
 	}
-	l.leo.Store(max(newLEO, seg.nextOffset))
+	l.setEndLocked(max(newLEO, seg.nextOffset))
 	return nil
 }
 
@@ -181,7 +181,7 @@ func (l *Log) reindex(seg *segment) error {
 }
 
 // TruncateFullyAndStartAt deletes every segment and starts an empty log at offset: log
-// start = LEO = offset; the leader-epoch cache is cleared and producer state reset
+// start = HW = LEO = offset; the leader-epoch cache is cleared and producer state reset
 // (Kafka's UnifiedLog.truncateFullyAndStartAt). LeaderEpoch is kept as a fence.
 func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 	l.mu.Lock()
@@ -221,7 +221,10 @@ func (l *Log) truncateFullyLocked(offset int64, keep int32) error {
 		return err
 	}
 	l.segs = []*segment{seg}
-	l.leo.Store(offset)
+	// Stored in an order that keeps log start <= HW <= LEO for readers.
+	l.logStart.Store(min(l.logStart.Load(), offset))
+	l.setEndLocked(offset)
+	l.setHighWatermarkLocked(offset)
 	l.logStart.Store(offset)
 	l.epochs.mu.Lock()
 	l.epochs.entries = nil
@@ -243,19 +246,22 @@ func (l *Log) truncateFullyLocked(offset int64, keep int32) error {
 	return syncDir(l.dir)
 }
 
-// AdvanceLogStartOffset moves the log start offset up to offset (DeleteRecords, or the
-// source's log start on a mirror, spec section 3); lower values are ignored. Segments
-// wholly below it are deleted (never the active one), the epoch cache is truncated from
-// the start and producers with no batch left are evicted. offset > LEO is
-// ErrOffsetOutOfRange.
+// AdvanceLogStartOffset moves the log start offset up to offset (Kafka's
+// maybeIncrementLogStartOffset: DeleteRecords, a follower taking its leader's log start,
+// or the source's log start on a mirror, spec section 3); lower values are ignored.
+// Segments wholly below it are deleted (never the active one), the epoch cache is
+// truncated from the start and producers with no batch left are evicted. offset above
+// the high watermark is
+// ErrOffsetOutOfRange, as in Kafka (without an external HW, the LEO): the log start never
+// passes the HW, so nothing uncommitted is deleted.
 func (l *Log) AdvanceLogStartOffset(offset int64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed.Load() {
 		return ErrClosed
 	}
-	if offset > l.leo.Load() {
-		return fmt.Errorf("%w: log start %d above LEO %d", ErrOffsetOutOfRange, offset, l.leo.Load())
+	if hw := l.hw.Load(); offset > hw {
+		return fmt.Errorf("%w: log start %d above the high watermark %d (LEO %d)", ErrOffsetOutOfRange, offset, hw, l.leo.Load())
 	}
 	if offset <= l.logStart.Load() {
 		return nil
@@ -272,8 +278,10 @@ func (l *Log) AdvanceLogStartOffset(offset int64) error {
 	return nil
 }
 
-// deleteOldestLocked deletes the n oldest segments, raises the log start to the new first
-// segment's base, and truncates the epoch cache and producer state from the start.
+// deleteOldestLocked deletes the n oldest segments, raises
+// the log start to the new first segment's base (and the HW with it, as Kafka's
+// updateLogStartOffset; callers keep it at or below the HW), and truncates the epoch
+// cache and producer state from the start.
 func (l *Log) deleteOldestLocked(n int) error {
 	if n > 0 {
 		l.rw.Lock()
@@ -290,6 +298,9 @@ func (l *Log) deleteOldestLocked(n int) error {
 		}
 	}
 	start := l.logStart.Load()
+	if start > l.hw.Load() {
+		l.setHighWatermarkLocked(start)
+	}
 	if l.epochs.truncateFromStart(start) {
 		if err := l.epochs.flush(); err != nil {
 			return err
@@ -306,9 +317,10 @@ func (l *Log) deleteOldestLocked(n int) error {
 
 // ApplyRetention deletes the oldest segments breaching retention.ms (nowMs − segment max
 // timestamp, or file modification time when it has none) or retention.bytes, never the
-// active segment (Kafka's deleteRetentionMsBreachedSegments and
-// deleteRetentionSizeBreachedSegments), and advances the log start. It returns the number
-// of segments deleted. A no-op unless cleanup.policy includes delete.
+// active segment nor one holding offsets at or above the high watermark (Kafka's
+// deleteRetentionMsBreachedSegments and deleteRetentionSizeBreachedSegments, through
+// deletableSegments), and advances the log start. It returns the number of segments
+// deleted. A no-op unless cleanup.policy includes delete.
 func (l *Log) ApplyRetention(nowMs int64) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -351,6 +363,10 @@ func (l *Log) ApplyRetention(nowMs int64) (int, error) {
 			diff -= l.segs[n].size.Load()
 			n++
 		}
+	}
+	hw := l.hw.Load()
+	for n > 0 && l.segs[n].base > hw {
+		n-- // segs[n−1] holds offsets at or above the HW
 	}
 	if n == 0 {
 		return 0, nil
