@@ -51,6 +51,14 @@ type Log struct {
 	fuo      atomic.Int64 // first unstable offset, −1 when no transaction is unstable
 	closed   atomic.Bool
 
+	// Producer-state snapshots (snapshot.go), owned by the appender: the offsets of the
+	// <offset>.snapshot files, sorted, those written without fsync, and encoding scratch.
+	snaps         []int64
+	unsyncedSnaps []int64
+	snapBuf       []byte
+	snapPIDs      []int64
+	scanBuf       []byte // the buffer of the appender's scans (load, producer replays)
+
 	epochs *epochCache // leader-epoch cache: the epochs of the batches in the log
 	fences *epochCache // epoch raises without records (RaiseLeaderEpoch, truncations)
 	drops  *epochDrops // epochs whose batches a truncation dropped, and where
@@ -100,7 +108,7 @@ func openLog(dir string, topicID [16]byte, cfg Config, logger *slog.Logger, reco
 	if l.cfg.ExternalHighWatermark {
 		l.hw.Store(max(hw, 0))
 	}
-	if err := l.load(recoveryPoint, logStart); err != nil {
+	if err := l.load(recoveryPoint, logStart, math.MaxInt64); err != nil {
 		return nil, err
 	}
 	if !l.cfg.ExternalHighWatermark || hw < 0 {
@@ -336,6 +344,9 @@ func (l *Log) appendLocked(buf []byte, ps []pending) (AppendInfo, error) {
 				return AppendInfo{}, err
 			}
 			seg = l.active()
+			// Kafka's UnifiedLog.roll: the state after every batch below the new segment,
+			// so that a reload replays at most the segments after it.
+			l.takeSnapshot(seg.base, false)
 		}
 		start := seg.size.Load()
 		pos := start
@@ -797,6 +808,9 @@ func (l *Log) flushLocked() error {
 			return err
 		}
 	}
+	if err := l.syncSnapshots(); err != nil {
+		return err
+	}
 	if err := syncDir(l.dir); err != nil {
 		return err
 	}
@@ -815,12 +829,16 @@ func (l *Log) maybeTimeFlush(now time.Time) error {
 	return l.flushLocked()
 }
 
-// Close flushes and closes the log's files.
+// Close writes a producer-state snapshot at the LEO (Kafka's UnifiedLog.close, so that
+// the next open replays nothing), flushes and closes the log's files.
 func (l *Log) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed.Load() {
 		return nil
+	}
+	if len(l.segs) > 1 || l.active().size.Load() > 0 {
+		l.takeSnapshot(l.leo.Load(), true)
 	}
 	err := l.flushLocked()
 	l.rw.Lock()
