@@ -2,9 +2,12 @@ package storage
 
 import (
 	"encoding/binary"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/kmirror/kmirror/internal/kafka"
 	"github.com/kmirror/kmirror/internal/record"
 )
 
@@ -194,6 +197,121 @@ func TestTransactionUnstableUntilHighWatermarkPassesMarker(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkHW(t, "committed, HW = LEO", f, 4, 4)
+}
+
+// TestHighWatermarkCheckpoint: the Manager writes every log's HW to
+// replication-offset-checkpoint (Kafka's OffsetCheckpointFile: version 0, count, "topic
+// partition offset"), and a log opened with an external HW starts there, clamped to
+// [log start, LEO]; at the log start without an entry or with a torn file (a WARN).
+func TestHighWatermarkCheckpoint(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	m, a := openManagedWith(t, data, "a", externalConfig(), quietLogger())
+	b, _ := m.Open("b", 2, [16]byte{2}, smallConfig()) // follows its LEO
+	for i := 0; i < 30; i++ {
+		mustAppend(t, a, mkBatch(t, batchOpts{n: 2, valueSize: 50}), 0)
+		mustAppend(t, b, mkBatch(t, batchOpts{n: 1}), 0)
+	}
+	a.UpdateHighWatermark(21)
+	if err := m.checkpointHighWatermarks(m.openLogs()); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(data, "replication-offset-checkpoint")
+	if got, _ := os.ReadFile(path); string(got) != "0\n2\na 0 21\nb 2 30\n" {
+		t.Fatalf("replication-offset-checkpoint %q", got)
+	}
+	a.UpdateHighWatermark(50)
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(path); string(got) != "0\n2\na 0 50\nb 2 30\n" {
+		t.Fatalf("replication-offset-checkpoint after Close %q", got)
+	}
+
+	reopen := func(what string, wantHW int64, wantWarn bool) {
+		t.Helper()
+		logger, lb := newLogger()
+		m, l := openManagedWith(t, data, "a", externalConfig(), logger)
+		defer m.Close()
+		if l.HighWatermark() != wantHW {
+			t.Fatalf("%s: HW %d, want %d", what, l.HighWatermark(), wantHW)
+		}
+		if warned := strings.Contains(lb.String(), "level=WARN"); warned != wantWarn {
+			t.Fatalf("%s: warnings %v, want %v:\n%s", what, warned, wantWarn, lb.String())
+		}
+		if what == "entry past the LEO" {
+			if err := l.AdvanceLogStartOffset(30); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	reopen("clean restart", 50, false)
+	writeFile(t, path, []byte("0\n1\na 0 1000\n"))
+	reopen("entry past the LEO", 60, false) // and the log start moves to 30
+	writeFile(t, path, []byte("0\n1\nb 2 7\n"))
+	reopen("no entry: the log start", 30, false)
+	writeFile(t, path, []byte("0\n1\na 0 3\n"))
+	reopen("entry below the log start", 30, false)
+	writeFile(t, path, []byte("0\n3\na 0 9"))
+	reopen("torn file", 30, true)
+
+	// The torn file is rewritten whole.
+	m, _ = openManagedWith(t, data, "a", externalConfig(), quietLogger())
+	m.Close()
+	if tps, err := readOffsetsCheckpoint(path); err != nil || tps[kafka.TopicPartition{Topic: "a", Partition: 0}] != 30 {
+		t.Fatalf("rewritten checkpoint %v %v", tps, err)
+	}
+}
+
+// TestUncleanRestart simulates kill -9: the log is written, never closed, and its
+// directory opened again. The HW comes from the last checkpoint, not what the dead
+// process had reached; the producer state equals a full replay's; a torn tail loses its
+// snapshots and caps the HW at the recovered LEO.
+func TestUncleanRestart(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	m, l := openManaged(t, data, externalConfig())
+	writeProducers(t, l, 10)
+	l.UpdateHighWatermark(l.LogEndOffset() - 20)
+	checkpointed := l.HighWatermark()
+	// What RunBackground does every replica.high.watermark.checkpoint.interval.ms.
+	if err := m.checkpointHighWatermarks(m.openLogs()); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 20; i++ {
+		mustAppend(t, l, mkBatch(t, batchOpts{pid: 900, seq: int32(i), valueSize: 40}), 3)
+	}
+	l.UpdateHighWatermark(l.LogEndOffset()) // never checkpointed
+	// kill -9: no Close, no flush; the files stay as the process left them.
+
+	m2, l2 := openManaged(t, data, externalConfig())
+	dir := filepath.Join(data, "t-0")
+	if l2.LogEndOffset() != l.LogEndOffset() || l2.HighWatermark() != checkpointed {
+		t.Fatalf("reopened: LEO %d HW %d, want %d and the checkpointed %d", l2.LogEndOffset(), l2.HighWatermark(), l.LogEndOffset(), checkpointed)
+	}
+	sameView(t, "after kill -9", viewOf(l2), viewOf(replayed(t, dir)))
+
+	// Again, with the active segment's tail lost: the snapshots past the recovered LEO
+	// go, the HW is capped at it.
+	l2.UpdateHighWatermark(l2.LogEndOffset())
+	if err := m2.checkpointHighWatermarks(m2.openLogs()); err != nil {
+		t.Fatal(err)
+	}
+	bases := segmentBases(l2)
+	last := filepath.Join(dir, segmentName(bases[len(bases)-1])+logSuffix)
+	if err := os.Truncate(last, 10); err != nil {
+		t.Fatal(err)
+	}
+	lastRoll := bases[len(bases)-1]
+	writeFile(t, snapshotPath(dir, lastRoll+50), mustRead(t, snapshotPath(dir, lastRoll))) // as if written at a roll the crash lost
+	_, l3 := openManaged(t, data, externalConfig())
+	if l3.LogEndOffset() != lastRoll || l3.HighWatermark() != lastRoll {
+		t.Fatalf("after a torn tail: LEO %d HW %d, want both %d", l3.LogEndOffset(), l3.HighWatermark(), lastRoll)
+	}
+	for _, off := range snapshotOffsets(t, dir) {
+		if off > lastRoll {
+			t.Fatalf("snapshot at %d kept past the LEO %d", off, lastRoll)
+		}
+	}
+	sameView(t, "after a torn tail", viewOf(l3), viewOf(replayed(t, dir)))
 }
 
 // TestFollowerLogOperations: a follower's appends record each batch's leader epoch in

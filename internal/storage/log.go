@@ -677,6 +677,19 @@ func (l *Log) ProducerEntries() []ProducerEntry {
 	return l.ps.entries()
 }
 
+// RemoveExpiredProducers forgets every producer with no open transaction whose last
+// batch's timestamp is expirationMs (producer.id.expiration.ms) or more before nowMs, as
+// Kafka's removeExpiredProducers, and returns how many it removed. A later batch of such
+// a producer is taken as a new producer's (any sequence), as Kafka does.
+func (l *Log) RemoveExpiredProducers(nowMs, expirationMs int64) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Load() {
+		return 0
+	}
+	return l.ps.removeExpired(nowMs, expirationMs)
+}
+
 // AbortedTransactions lists every aborted transaction overlapping [start, end) whichever
 // segment it began in (spec section 16), as Kafka's collectAbortedTransactions: markers
 // are indexed in their segment, and the scan stops at an entry whose LSO reaches end.

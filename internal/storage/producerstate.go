@@ -289,6 +289,21 @@ func (p *producerState) completeBelow(offset int64) bool {
 	return changed
 }
 
+// removeExpired removes the producers without an open transaction whose last batch's
+// timestamp is expirationMs or more before nowMs (Kafka's
+// ProducerStateManager.removeExpiredProducers with producer.id.expiration.ms). It
+// returns how many it removed.
+func (p *producerState) removeExpired(nowMs, expirationMs int64) int {
+	n := 0
+	for pid, e := range p.producers {
+		if _, open := p.open[pid]; !open && nowMs-e.lastTs >= expirationMs {
+			delete(p.producers, pid)
+			n++
+		}
+	}
+	return n
+}
+
 // firstUnstable is the first offset of the oldest transaction that is open or whose
 // marker the high watermark has not passed (Kafka's firstUnstableOffset).
 func (p *producerState) firstUnstable() (int64, bool) {
