@@ -28,7 +28,8 @@ type AppendInfo struct {
 // Log is one partition's log (Apache Kafka's UnifiedLog + LocalLog). Appends,
 // truncation, retention and high-watermark updates are serialised by a mutex; Read, the
 // offset getters, FirstUnstableOffset and AbortedTransactions may run concurrently with
-// them.
+// them. docs/storage.md relates its offsets (log start, HW, LSO, LEO), the leader-epoch
+// cache and the producer-state snapshots.
 type Log struct {
 	dir     string
 	topicID [16]byte
