@@ -348,6 +348,7 @@ func (l *Log) loadSegmentTail(seg *segment, prevNext *int64) *scanError {
 	if first.BaseOffset() < *prevNext || !seg.canHold(first.BaseOffset(), first.LastOffset()) {
 		return &scanError{0, fmt.Sprintf("first batch at offset %d (previous end %d, segment base %d)", first.BaseOffset(), *prevNext, seg.base)}
 	}
+	firstTs := first.MaxTimestamp() // first is in the scan buffer, which the scans below reuse
 	x := &seg.idx
 	tail := int64(0)
 	if n := len(x.offsets); n > 0 {
@@ -379,7 +380,7 @@ func (l *Log) loadSegmentTail(seg *segment, prevNext *int64) *scanError {
 		}
 		next = b.NextOffset()
 	}
-	seg.firstBatchTs = first.MaxTimestamp()
+	seg.firstBatchTs = firstTs
 	*prevNext = seg.nextOffset
 	return nil
 }

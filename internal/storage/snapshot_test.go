@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"math/rand"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -101,13 +102,21 @@ func (w *workload) continues(t *testing.T, what string, l *Log) {
 	}
 }
 
-// replayed opens a copy of dir without its producer snapshots: the producer state a full
-// replay of the log's batch headers builds.
+// replayed opens a copy of dir without its producer snapshots above its first segment's
+// base (the state there, which the segments retention deleted held, is no part of the
+// log's batches): the producer state a full replay of the log's batch headers builds.
 func replayed(t *testing.T, dir string) *Log {
 	t.Helper()
+	return replayedAt(t, dir, -1)
+}
+
+// replayedAt is replayed for a log whose log start offset is logStart.
+func replayedAt(t *testing.T, dir string, logStart int64) *Log {
+	t.Helper()
 	cp := t.TempDir()
+	first := segmentBase(t, segmentFiles(t, dir, logSuffix)[0])
 	for _, name := range listNames(t, dir) {
-		if !strings.HasSuffix(name, snapshotSuffix) {
+		if stem, ok := strings.CutSuffix(name, snapshotSuffix); !ok || segmentBase(t, stem+logSuffix) <= first {
 			data, err := os.ReadFile(filepath.Join(dir, name))
 			if err != nil {
 				t.Fatal(err)
@@ -115,7 +124,10 @@ func replayed(t *testing.T, dir string) *Log {
 			writeFile(t, filepath.Join(cp, name), data)
 		}
 	}
-	l := openT(t, cp, smallConfig())
+	l, err := openLog(cp, [16]byte{1}, smallConfig(), quietLogger(), -1, logStart, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { l.Close() })
 	return l
 }
@@ -449,4 +461,133 @@ func TestSnapshotSkippedForOrphanTransaction(t *testing.T) {
 	if got := snapshotOffsets(t, dir); got[len(got)-1] != leo+1 {
 		t.Fatalf("snapshots %v: want one at the LEO %d once the transaction closed", got, leo+1)
 	}
+}
+
+// TestCleanOpenEqualsRecovery: random logs (leader and follower appends with gaps,
+// compressed batches, missing timestamps, transactions, truncations, log start moves)
+// opened after a clean shutdown, from indexes and snapshots, have the segment state, the
+// offsets, the time lookups and the producer state of the same files recovered in full.
+func TestCleanOpenEqualsRecovery(t *testing.T) {
+	for seed := int64(1); seed <= 400; seed++ {
+		rng := rand.New(rand.NewSource(seed))
+		data := filepath.Join(t.TempDir(), "data")
+		cfg := smallConfig()
+		cfg.SegmentBytes = int64(700 + rng.Intn(2500))
+		cfg.IndexIntervalBytes = int32(1 + rng.Intn(400))
+		m, l := openManaged(t, data, cfg)
+		seq := map[int64]int32{}
+		pids := int64(0) // producer IDs after a truncation are new ones: the old sequences are cut
+		for step := 0; step < 150; step++ {
+			ts := int64(step * 10)
+			if rng.Intn(8) == 0 {
+				ts = -1
+			} else if rng.Intn(5) == 0 {
+				ts = int64(rng.Intn(1500)) // out of order
+			}
+			switch op := rng.Intn(20); {
+			case op < 10:
+				pid := int64(0)
+				if rng.Intn(2) == 0 {
+					pid = pids + int64(1+rng.Intn(4))
+				}
+				n := 1 + rng.Intn(4)
+				b := mkBatch(t, batchOpts{n: n, ts: ts, tsStep: int64(rng.Intn(3)), pid: pid, seq: seq[pid],
+					valueSize: rng.Intn(150), codec: int8([]int{0, 0, 1, 4}[rng.Intn(4)])})
+				if _, err := l.AppendAsLeader(b, 1, -1); err != nil {
+					t.Fatalf("seed %d step %d: %v", seed, step, err)
+				}
+				seq[pid] += int32(n)
+			case op < 14:
+				base := l.LogEndOffset() + int64(rng.Intn(3))*int64(rng.Intn(40))
+				if _, err := l.AppendAsFollower(mkBatch(t, batchOpts{base: base, n: 1 + rng.Intn(3), ts: ts, epoch: 1, valueSize: rng.Intn(80)})); err != nil {
+					t.Fatalf("seed %d step %d: %v", seed, step, err)
+				}
+			case op < 16:
+				pid := pids + int64(10+rng.Intn(2))
+				b := mkBatch(t, batchOpts{pid: pid, seq: seq[pid], txn: true, ts: ts})
+				if _, err := l.AppendAsLeader(b, 1, -1); err != nil {
+					t.Fatalf("seed %d step %d: %v", seed, step, err)
+				}
+				seq[pid]++
+				if rng.Intn(2) == 0 {
+					if _, err := l.AppendControlAsLeader(record.BuildEndTxnMarker(int16(rng.Intn(2)), pid, 0, 1, 0, ts), 1); err != nil {
+						t.Fatalf("seed %d step %d: %v", seed, step, err)
+					}
+				}
+			case op < 18:
+				if leo, start := l.LogEndOffset(), l.LogStartOffset(); leo > start {
+					if err := l.TruncateTo(leo - 1 - rng.Int63n(min(leo-start, 30))); err != nil {
+						t.Fatalf("seed %d step %d: %v", seed, step, err)
+					}
+				}
+				pids += 100
+			default:
+				if start, leo := l.LogStartOffset(), l.LogEndOffset(); leo > start {
+					if err := l.AdvanceLogStartOffset(start + rng.Int63n(leo-start)); err != nil {
+						t.Fatalf("seed %d step %d: %v", seed, step, err)
+					}
+				}
+			}
+		}
+		epochs, leo := l.EpochEntries(), l.LogEndOffset()
+		if err := m.Close(); err != nil {
+			t.Fatal(err)
+		}
+		dir := filepath.Join(data, "t-0")
+		full := t.TempDir()
+		copyDir(t, dir, full)
+		_, clean := openManaged(t, data, cfg)
+		rec, err := openLog(full, [16]byte{7}, cfg, quietLogger(), -1, clean.LogStartOffset(), -1) // recovered in full
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rec.Close()
+		compareLogs(t, seed, clean, rec)
+		// The epoch cache is the one the log had, from the log start (a full recovery
+		// derives it from the batches again, those below the log start included) —
+		// unless a truncation into a gap had left the LEO past the data, which an open
+		// recomputes.
+		want := epochCache{entries: epochs}
+		want.truncateFromStart(clean.LogStartOffset())
+		if got := clean.EpochEntries(); clean.LogEndOffset() == leo && !slices.Equal(got, want.entries) {
+			t.Fatalf("seed %d: epochs %v after a clean restart, %v before (log start %d)", seed, got, epochs, clean.LogStartOffset())
+		}
+		// Truncations reload from the snapshots left.
+		for k := 0; k < 3 && clean.LogEndOffset() > clean.LogStartOffset(); k++ {
+			if err := clean.TruncateTo(clean.LogStartOffset() + rng.Int63n(clean.LogEndOffset()-clean.LogStartOffset())); err != nil {
+				t.Fatal(err)
+			}
+			sameView(t, fmt.Sprint("seed ", seed, " truncation ", k), viewOf(clean), viewOf(replayedAt(t, dir, clean.LogStartOffset())))
+		}
+	}
+}
+
+func compareLogs(t *testing.T, seed int64, a, b *Log) {
+	t.Helper()
+	if a.LogStartOffset() != b.LogStartOffset() || a.LogEndOffset() != b.LogEndOffset() || len(a.segs) != len(b.segs) {
+		t.Fatalf("seed %d: start %d/%d LEO %d/%d segments %d/%d", seed, a.LogStartOffset(), b.LogStartOffset(),
+			a.LogEndOffset(), b.LogEndOffset(), len(a.segs), len(b.segs))
+	}
+	for i := range a.segs {
+		x, y := a.segs[i], b.segs[i]
+		gx := fmt.Sprint(x.base, x.nextOffset, x.firstBatchTs, x.maxTs, x.maxTsPos, x.maxTsBatchEnd, x.size.Load())
+		gy := fmt.Sprint(y.base, y.nextOffset, y.firstBatchTs, y.maxTs, y.maxTsPos, y.maxTsBatchEnd, y.size.Load())
+		if i == len(a.segs)-1 {
+			gx, gy = gx+fmt.Sprint(" ", x.bytesSinceIndex), gy+fmt.Sprint(" ", y.bytesSinceIndex)
+		}
+		if gx != gy {
+			t.Fatalf("seed %d: segment %d (base next firstTs maxTs maxTsPos maxTsEnd size [sinceIndex]): %s, recovered %s", seed, i, gx, gy)
+		}
+	}
+	if o, ts := a.MaxTimestamp(); fmt.Sprint(o, ts) != fmt.Sprint(b.MaxTimestamp()) {
+		t.Fatalf("seed %d: MaxTimestamp %d %d, recovered %v", seed, o, ts, fmt.Sprint(b.MaxTimestamp()))
+	}
+	for _, ts := range []int64{-1, 0, 5, 500, 1490, 2000} {
+		o1, t1, f1, e1 := a.OffsetForTimestamp(ts)
+		o2, t2, f2, e2 := b.OffsetForTimestamp(ts)
+		if o1 != o2 || t1 != t2 || f1 != f2 || (e1 == nil) != (e2 == nil) {
+			t.Fatalf("seed %d: OffsetForTimestamp(%d) %d %d %v %v, recovered %d %d %v %v", seed, ts, o1, t1, f1, e1, o2, t2, f2, e2)
+		}
+	}
+	sameView(t, fmt.Sprint("seed ", seed), viewOf(a), viewOf(b))
 }
