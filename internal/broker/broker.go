@@ -513,7 +513,13 @@ func (b *Broker) Addr() string { return net.JoinHostPort(b.host, strconv.Itoa(in
 func (b *Broker) Serve() error {
 	if b.logs != nil {
 		b.goBackground(func() {
-			b.logs.RunBackground(b.ctx, b.cfg.Int64("log.retention.check.interval.ms"), 1000)
+			b.logs.RunBackground(b.ctx, storage.BackgroundConfig{
+				RetentionCheckMs:          b.cfg.Int64("log.retention.check.interval.ms"),
+				FlushCheckMs:              1000,
+				HighWatermarkCheckpointMs: b.cfg.Int64("replica.high.watermark.checkpoint.interval.ms"),
+				ProducerExpirationCheckMs: b.cfg.Int64("producer.id.expiration.check.interval.ms"),
+				ProducerExpirationMs:      b.cfg.Int64("producer.id.expiration.ms"),
+			})
 		})
 		if b.cfg.Bool("log.cleaner.enable") {
 			b.goBackground(func() { b.logs.RunCleaner(b.ctx, b.cfg.Int64("log.cleaner.backoff.ms")) })

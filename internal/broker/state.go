@@ -114,9 +114,12 @@ func (b *Broker) topicInt(t *metadata.Topic, name string) int64 {
 	return n
 }
 
-// storageConfig builds the log settings of a topic.
+// storageConfig builds the log settings of a topic. Its logs' high watermarks are the
+// partition layer's (ExternalHighWatermark): a leader moves it with its ISR, a follower
+// takes the leader's, and a restart starts from replication-offset-checkpoint.
 func (b *Broker) storageConfig(t *metadata.Topic) storage.Config {
 	c := storage.DefaultConfig()
+	c.ExternalHighWatermark = true
 	c.SegmentBytes = b.topicInt(t, "segment.bytes")
 	c.SegmentMs = b.topicInt(t, "segment.ms")
 	c.RetentionMs = b.topicInt(t, "retention.ms")

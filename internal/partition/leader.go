@@ -258,7 +258,7 @@ func (p *Partition) maybeIncrementHighWatermark(nowMs int64) bool {
 			hw = rs.leo
 		}
 	}
-	return p.log.MaybeIncrementHighWatermark(hw)
+	return p.log.UpdateHighWatermark(hw)
 }
 
 // maxLagMs is replica.lag.time.max.ms.

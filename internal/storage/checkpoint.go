@@ -13,25 +13,41 @@ import (
 // WriteFileAtomic writes data to path as tmp → fsync → rename → fsync(dir), the way
 // Kafka's CheckpointFile does, so a crash leaves the old or the new file, never a torn
 // one. It returns the file system's error.
-func WriteFileAtomic(path string, data []byte) error {
+func WriteFileAtomic(path string, data []byte) error { return writeFileAtomic(path, data, true) }
+
+// writeFileAtomic is WriteFileAtomic, without the fsyncs unless sync is set: a crash
+// then leaves the old file, none, or (after a power loss) possibly a torn one, which the
+// reader must detect (producer snapshots carry a CRC). A failed write removes the
+// temporary file.
+func writeFileAtomic(path string, data []byte, sync bool) error {
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
 	}
-	if _, err := f.Write(data); err != nil {
+	fail := func(err error) error {
 		f.Close()
+		os.Remove(tmp)
 		return err
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
+	if _, err := f.Write(data); err != nil {
+		return fail(err)
+	}
+	if sync {
+		if err := f.Sync(); err != nil {
+			return fail(err)
+		}
 	}
 	if err := f.Close(); err != nil {
+		os.Remove(tmp)
 		return err
 	}
 	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
 		return err
+	}
+	if !sync {
+		return nil
 	}
 	return syncDir(filepath.Dir(path))
 }

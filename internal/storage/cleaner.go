@@ -51,14 +51,14 @@ type CleanResult struct {
 
 // Clean compacts the log once when cleanup.policy includes compact (Kafka's
 // LogCleaner: LogCleanerManager.grabFilthiestCompactedLog + Cleaner.clean). The
-// cleanable section ends at the first uncleanable offset: the active segment, the first
-// unstable offset (open transactions) and the first segment holding records younger
-// than min.compaction.lag.ms, rounded down to a segment boundary. It runs when the dirty
-// ratio (dirty bytes / cleanable bytes) reaches min.cleanable.dirty.ratio, when the
-// first dirty segment is older than max.compaction.lag.ms, when a retained tombstone's
-// delete horizon has passed, or when force is set. Each cleaned record keeps its
-// offset; see docs/compaction.md for the retention rules. It holds the log's append
-// lock while it runs.
+// cleanable section ends at the first uncleanable offset: the active segment, the last
+// stable offset (open transactions, the high watermark) and the first segment holding
+// records younger than min.compaction.lag.ms, rounded down to a segment boundary. It
+// runs when the dirty ratio (dirty bytes / cleanable bytes) reaches
+// min.cleanable.dirty.ratio, when the first dirty segment is older than
+// max.compaction.lag.ms, when a retained tombstone's delete horizon has passed, or when
+// force is set. Each cleaned record keeps its offset; see docs/compaction.md for the
+// retention rules. It holds the log's append lock while it runs.
 func (l *Log) Clean(nowMs int64, force bool) (CleanResult, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -132,13 +132,11 @@ func (l *Log) Clean(nowMs int64, force bool) (CleanResult, error) {
 }
 
 // firstUncleanable is Kafka's LogCleanerManager.cleanableOffsets upper bound: the
-// active segment's base, the first unstable offset, and the base of the first dirty
-// segment with a record newer than min.compaction.lag.ms.
+// active segment's base, the last stable offset (so never past the high watermark), and
+// the base of the first dirty segment with a record newer than min.compaction.lag.ms.
 func (l *Log) firstUncleanable(firstDirty, nowMs int64) int64 {
-	u := l.active().base
-	if f := l.fuo.Load(); f >= 0 {
-		u = min(u, f)
-	}
+	_, lso := l.HighWatermarkAndLSO()
+	u := min(l.active().base, lso)
 	if l.cfg.MinCompactionLagMs > 0 {
 		for _, s := range l.segs[l.floorSegment(firstDirty) : len(l.segs)-1] {
 			s.idx.mu.RLock()

@@ -35,6 +35,14 @@ type Config struct {
 	MinCleanableDirtyRatio float64 // min.cleanable.dirty.ratio in [0, 1], default 0.5
 	MinCompactionLagMs     int64   // min.compaction.lag.ms, default 0
 	MaxCompactionLagMs     int64   // max.compaction.lag.ms, default MaxInt64
+
+	// ExternalHighWatermark hands the high watermark to the log's owner, for a
+	// replicated partition: it moves up only by Log.UpdateHighWatermark (the partition
+	// layer's ISR rule, cluster.md §2) and by Kafka's clamps (truncation, log start), and
+	// a log opened with it by Manager.Open starts at its replication-offset-checkpoint
+	// entry. False, the zero value and DefaultConfig's: the HW follows the LEO (a log with
+	// one replica: every append, truncation and open sets HW = LEO). Not a topic config.
+	ExternalHighWatermark bool
 }
 
 // DefaultConfig returns Kafka's topic config defaults.

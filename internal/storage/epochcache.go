@@ -219,16 +219,20 @@ func (c *epochCache) has(epoch int32) bool {
 	return false
 }
 
+// undefinedEpoch is Kafka's UNDEFINED_EPOCH (and UNDEFINED_EPOCH_OFFSET).
+const undefinedEpoch = -1
+
 // endOffsetFor follows LeaderEpochFileCache.endOffsetFor: for the latest epoch the LEO;
 // otherwise the largest epoch <= requested (or requested itself when it is below every
-// entry) and the start offset of the next larger epoch; (−1, −1) when requested is above
-// every entry, negative, or the cache is empty.
+// entry, another negative epoch included) and the start offset of the next larger
+// epoch; (−1, −1) for UNDEFINED_EPOCH, when requested is above every entry, or the cache
+// is empty.
 func (c *epochCache) endOffsetFor(requested int32, leo int64) (int32, int64) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	n := len(c.entries)
-	if requested < 0 || n == 0 {
-		return -1, -1
+	if requested == undefinedEpoch || n == 0 {
+		return undefinedEpoch, undefinedEpoch
 	}
 	if c.entries[n-1].Epoch == requested {
 		return requested, leo

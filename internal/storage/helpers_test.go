@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"os"
 	"sync"
 	"testing"
 
@@ -172,3 +173,42 @@ func mustAppend(t testing.TB, l *Log, b record.Batch, epoch int32) AppendInfo {
 }
 
 func isErr(err, target error) bool { return errors.Is(err, target) }
+
+// openManaged opens partition t-0 of a Manager over dataDir; the Manager is closed at
+// the test's end unless the test closes it.
+func openManaged(t *testing.T, dataDir string, cfg Config) (*Manager, *Log) {
+	t.Helper()
+	return openManagedWith(t, dataDir, "t", cfg, quietLogger())
+}
+
+// openManagedWith is openManaged for partition topic-0, logging to logger.
+func openManagedWith(t *testing.T, dataDir, topic string, cfg Config, logger *slog.Logger) (*Manager, *Log) {
+	t.Helper()
+	m, err := OpenManager(dataDir, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := m.Open(topic, 0, [16]byte{7}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m, l
+}
+
+func segmentBases(l *Log) []int64 {
+	var out []int64
+	for _, s := range l.segs {
+		out = append(out, s.base)
+	}
+	return out
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}

@@ -3,6 +3,7 @@ package storage
 import (
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"sort"
 	"sync"
@@ -25,8 +26,10 @@ type AppendInfo struct {
 }
 
 // Log is one partition's log (Apache Kafka's UnifiedLog + LocalLog). Appends,
-// truncation and retention are serialised by a mutex; Read, the offset getters,
-// FirstUnstableOffset and AbortedTransactions may run concurrently with them.
+// truncation, retention and high-watermark updates are serialised by a mutex; Read, the
+// offset getters, FirstUnstableOffset and AbortedTransactions may run concurrently with
+// them. docs/storage.md relates its offsets (log start, HW, LSO, LEO), the leader-epoch
+// cache and the producer-state snapshots.
 type Log struct {
 	dir     string
 	topicID [16]byte
@@ -45,8 +48,17 @@ type Log struct {
 
 	logStart atomic.Int64
 	leo      atomic.Int64
-	fuo      atomic.Int64 // first unstable offset, −1 when no transaction is open
+	hw       atomic.Int64 // high watermark: log start <= HW <= LEO; written only with mu held
+	fuo      atomic.Int64 // first unstable offset, −1 when no transaction is unstable
 	closed   atomic.Bool
+
+	// Producer-state snapshots (snapshot.go), owned by the appender: the offsets of the
+	// <offset>.snapshot files, sorted, those written without fsync, and encoding scratch.
+	snaps         []int64
+	unsyncedSnaps []int64
+	snapBuf       []byte
+	snapPIDs      []int64
+	scanBuf       []byte // the buffer of the appender's scans (load, producer replays)
 
 	epochs *epochCache // leader-epoch cache: the epochs of the batches in the log
 	fences *epochCache // epoch raises without records (RaiseLeaderEpoch, truncations)
@@ -65,14 +77,17 @@ type pending struct {
 // Open opens or creates the partition directory dir (…/<topic>-<partition>), recovers
 // every segment (CRC-checked; a torn or corrupt tail is cut and logged at WARN) and
 // rebuilds indexes, producer state, open transactions and the leader-epoch cache, as
-// Kafka's LogLoader does after an unclean shutdown.
+// Kafka's LogLoader does after an unclean shutdown. With cfg.ExternalHighWatermark the
+// high watermark starts at the log start offset.
 func Open(dir string, topicID [16]byte, cfg Config, logger *slog.Logger) (*Log, error) {
-	return openLog(dir, topicID, cfg, logger, -1, -1)
+	return openLog(dir, topicID, cfg, logger, -1, -1, -1)
 }
 
-// openLog opens the log trusting segments below recoveryPoint (−1 = recover all) and
-// starting the log no lower than logStart (−1 = the first segment's base offset).
-func openLog(dir string, topicID [16]byte, cfg Config, logger *slog.Logger, recoveryPoint, logStart int64) (*Log, error) {
+// openLog opens the log trusting segments below recoveryPoint (−1 = recover all),
+// starting the log no lower than logStart (−1 = the first segment's base offset) and,
+// with an external high watermark, the HW at hw clamped to [log start, LEO] (−1 = the log
+// start, as Kafka without a checkpoint entry).
+func openLog(dir string, topicID [16]byte, cfg Config, logger *slog.Logger, recoveryPoint, logStart, hw int64) (*Log, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
@@ -87,20 +102,40 @@ func openLog(dir string, topicID [16]byte, cfg Config, logger *slog.Logger, reco
 		lastFlush: time.Now(),
 	}
 	l.fuo.Store(-1)
-	if err := l.load(recoveryPoint, logStart); err != nil {
+	// Until the load ends, the HW only tells which replayed transactions are replicated
+	// (their marker below it): all of them with one replica, else those below the
+	// checkpointed HW, as Kafka's reload followed by updateHighWatermark.
+	l.hw.Store(math.MaxInt64)
+	if l.cfg.ExternalHighWatermark {
+		l.hw.Store(max(hw, 0))
+	}
+	if err := l.load(recoveryPoint, logStart, math.MaxInt64); err != nil {
 		return nil, err
 	}
+	if !l.cfg.ExternalHighWatermark || hw < 0 {
+		hw = l.leo.Load()
+		if l.cfg.ExternalHighWatermark {
+			hw = l.logStart.Load()
+		}
+	}
+	l.setHighWatermarkLocked(min(max(hw, l.logStart.Load()), l.leo.Load()))
 	return l, nil
 }
 
 // Dir is the partition directory.
 func (l *Log) Dir() string { return l.dir }
 
-// SetConfig replaces the log's topic configs; they apply from the next append.
+// SetConfig replaces the log's topic configs; they apply from the next append. Turning
+// ExternalHighWatermark off moves the HW to the LEO at once; turning it on leaves the HW
+// where it is for UpdateHighWatermark to move.
 func (l *Log) SetConfig(cfg Config) {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	l.cfg = cfg.sanitize()
-	l.mu.Unlock()
+	if !l.cfg.ExternalHighWatermark && !l.closed.Load() && l.hw.Load() < l.leo.Load() {
+		l.setHighWatermarkLocked(l.leo.Load())
+		l.notify()
+	}
 }
 
 // LogStartOffset is the first offset readable in the log.
@@ -120,8 +155,9 @@ func (l *Log) Size() int64 {
 	return n
 }
 
-// Changed returns a channel closed at the next append, truncation, log start change or
-// close, for fetch long polls: take the channel, re-check, then wait on it.
+// Changed returns a channel closed at the next append, truncation, log start change,
+// high-watermark advance or close, for fetch long polls and acks=all produces: take the
+// channel, re-check, then wait on it.
 func (l *Log) Changed() <-chan struct{} {
 	l.chMu.Lock()
 	defer l.chMu.Unlock()
@@ -309,6 +345,9 @@ func (l *Log) appendLocked(buf []byte, ps []pending) (AppendInfo, error) {
 				return AppendInfo{}, err
 			}
 			seg = l.active()
+			// Kafka's UnifiedLog.roll: the state after every batch below the new segment,
+			// so that a reload replays at most the segments after it.
+			l.takeSnapshot(seg.base, false)
 		}
 		start := seg.size.Load()
 		pos := start
@@ -342,6 +381,9 @@ func (l *Log) appendLocked(buf []byte, ps []pending) (AppendInfo, error) {
 			}
 			pos += int64(len(b))
 			l.leo.Store(b.NextOffset())
+			if !l.cfg.ExternalHighWatermark {
+				l.setHighWatermarkLocked(b.NextOffset())
+			}
 		}
 		i = j
 	}
@@ -362,12 +404,11 @@ func (l *Log) applyProducer(seg *segment, b record.Batch, writeTxn bool) error {
 		return nil
 	}
 	txn, aborted := l.ps.apply(b)
+	if b.IsControl() {
+		l.ps.completeBelow(l.hw.Load()) // a marker replayed below the HW is replicated
+	}
 	if b.IsTransactional() || b.IsControl() {
-		if f, ok := l.ps.firstUnstable(); ok {
-			l.fuo.Store(f)
-		} else {
-			l.fuo.Store(-1)
-		}
+		l.storeFirstUnstable()
 	}
 	if aborted && writeTxn {
 		return seg.idx.appendAborted(txn)
@@ -538,20 +579,85 @@ func (l *Log) floorSegment(offset int64) int {
 	return max(i-1, 0)
 }
 
-// FirstUnstableOffset is the first offset of the oldest open transaction (the LSO
-// bound), false when no transaction is open.
+// FirstUnstableOffset is the first offset of the oldest transaction that is open or
+// whose marker the high watermark has not passed yet (the LSO bound, Kafka's
+// firstUnstableOffset), false when there is none.
 func (l *Log) FirstUnstableOffset() (int64, bool) {
 	f := l.fuo.Load()
 	return f, f >= 0
 }
 
-// HighWatermarkAndLSO returns the high watermark (the LEO on this single-node broker)
-// and the last stable offset: the first unstable offset when it is below the HW, else
-// the HW (Kafka's UnifiedLog.lastStableOffset). The LEO is read before the first
-// unstable offset — appends publish the producer state before the LEO — so a batch that
-// opens a transaction is never below the returned LSO, and LSO <= HW.
+// storeFirstUnstable publishes the producer state's first unstable offset. mu held.
+func (l *Log) storeFirstUnstable() {
+	if f, ok := l.ps.firstUnstable(); ok {
+		l.fuo.Store(f)
+	} else {
+		l.fuo.Store(-1)
+	}
+}
+
+// HighWatermark is the high watermark (Kafka's UnifiedLog.highWatermark): the offset
+// below which records are committed and readable by consumers; log start <= HW <= LEO.
+// Without Config.ExternalHighWatermark it is the LEO.
+func (l *Log) HighWatermark() int64 { return l.hw.Load() }
+
+// UpdateHighWatermark moves the high watermark up to hw, clamped to [log start offset,
+// LEO], and reports whether it advanced (Kafka's maybeIncrementHighWatermark, clamping
+// where Kafka throws). The caller decides the value — the partition layer: on a leader
+// the minimum LEO of the ISR, on a follower min(leader's HW, LEO) — and it never moves
+// the HW back: only a truncation below it (capped at the new LEO), TruncateFullyAndStartAt
+// (the new start) and a log start above it (raised to it) do. Kafka's follower path
+// (maybeUpdateHighWatermark) may also lower a follower's HW to a new leader's that lags;
+// kmirror keeps the higher one, which every ISR member had reached. An advance completes
+// the transactions whose marker it passes (the LSO may move with it) and wakes Changed.
+// Without Config.ExternalHighWatermark the HW is already the LEO and this is a no-op.
+func (l *Log) UpdateHighWatermark(hw int64) (advanced bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Load() {
+		return false
+	}
+	hw = min(max(hw, l.logStart.Load()), l.leo.Load())
+	if hw <= l.hw.Load() {
+		return false
+	}
+	l.setHighWatermarkLocked(hw)
+	l.notify()
+	return true
+}
+
+// setHighWatermarkLocked stores hw, then completes the transactions whose marker it
+// passed: the HW is published before the first unstable offset it moves, the order
+// HighWatermarkAndLSO relies on. mu held.
+func (l *Log) setHighWatermarkLocked(hw int64) {
+	l.hw.Store(hw)
+	if l.ps.completeBelow(hw) {
+		l.storeFirstUnstable()
+	}
+}
+
+// setEndLocked moves the LEO to leo (a truncation or a new start), the HW first when it
+// must come down with it, so that readers never see HW > LEO; without an external HW the
+// HW follows it. mu held.
+func (l *Log) setEndLocked(leo int64) {
+	if l.hw.Load() > leo {
+		l.hw.Store(leo)
+	}
+	l.leo.Store(leo)
+	if !l.cfg.ExternalHighWatermark {
+		l.setHighWatermarkLocked(leo)
+	}
+}
+
+// HighWatermarkAndLSO returns the high watermark and the last stable offset: the first
+// unstable offset when it is below the HW, else the HW (Kafka's
+// UnifiedLog.lastStableOffset). The HW is read before the first unstable offset: appends
+// publish the producer state before the LEO, the LEO before the HW, and an HW advance
+// publishes the HW before the first unstable offset it moves. So a batch below the
+// returned HW that opens a transaction is never below the returned LSO, a transaction is
+// taken as decided only once the HW read has passed its marker, and LSO <= HW.
 func (l *Log) HighWatermarkAndLSO() (hw, lso int64) {
-	hw = l.leo.Load()
+	hw = l.hw.Load()
 	if fu := l.fuo.Load(); fu >= 0 && fu < hw {
 		return hw, fu
 	}
@@ -570,6 +676,19 @@ func (l *Log) ProducerEntries() []ProducerEntry {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.ps.entries()
+}
+
+// RemoveExpiredProducers forgets every producer with no open transaction whose last
+// batch's timestamp is expirationMs (producer.id.expiration.ms) or more before nowMs, as
+// Kafka's removeExpiredProducers, and returns how many it removed. A later batch of such
+// a producer is taken as a new producer's (any sequence), as Kafka does.
+func (l *Log) RemoveExpiredProducers(nowMs, expirationMs int64) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Load() {
+		return 0
+	}
+	return l.ps.removeExpired(nowMs, expirationMs)
 }
 
 // AbortedTransactions lists every aborted transaction overlapping [start, end) whichever
@@ -645,17 +764,17 @@ func (l *Log) RaiseLeaderEpoch(epoch int32) error {
 
 // EndOffsetForEpoch answers OffsetForLeaderEpoch and the Fetch LastFetchedEpoch check:
 // where the history a reader saw in epoch ends in this log, as (epoch, end offset).
-//   - An epoch that batches in the log carry is answered as Kafka's
-//     LeaderEpochFileCache.endOffsetFor does: the LEO for the latest, else the next
-//     entry's start.
+//   - An epoch that batches in the log carry, and a negative one, are answered as
+//     Kafka's LeaderEpochFileCache.endOffsetFor does: the LEO for the latest, else the
+//     next entry's start; UNDEFINED_EPOCH (−1) is (−1, −1), another negative epoch
+//     (epoch, first start).
 //   - An epoch whose batches a truncation dropped: the truncation point, with the batch
 //     epoch in force just before it (the reader moves back to where histories part).
 //   - An epoch raised without records (a fence): until the next raise, or the LEO.
 //   - Otherwise (an epoch this log never had, or a raise replaced by a higher one at the
 //     same offset) Kafka's rule on the cache and the fences together: the largest epoch
 //     <= epoch and the next start above it, (epoch, first start) below every entry, and
-//     (−1, −1) above every entry or for a negative epoch — LeaderEpoch itself ends at the
-//     LEO.
+//     (−1, −1) above every entry — LeaderEpoch itself ends at the LEO.
 func (l *Log) EndOffsetForEpoch(epoch int32) (int32, int64) {
 	l.rw.RLock()
 	defer l.rw.RUnlock()
@@ -703,6 +822,9 @@ func (l *Log) flushLocked() error {
 			return err
 		}
 	}
+	if err := l.syncSnapshots(); err != nil {
+		return err
+	}
 	if err := syncDir(l.dir); err != nil {
 		return err
 	}
@@ -721,12 +843,16 @@ func (l *Log) maybeTimeFlush(now time.Time) error {
 	return l.flushLocked()
 }
 
-// Close flushes and closes the log's files.
+// Close writes a producer-state snapshot at the LEO (Kafka's UnifiedLog.close, so that
+// the next open replays nothing), flushes and closes the log's files.
 func (l *Log) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed.Load() {
 		return nil
+	}
+	if len(l.segs) > 1 || l.active().size.Load() > 0 {
+		l.takeSnapshot(l.leo.Load(), true)
 	}
 	err := l.flushLocked()
 	l.rw.Lock()

@@ -17,25 +17,30 @@ import (
 	"time"
 )
 
-// Files of a Kafka log directory (LogManager and PartitionMetadataFile).
+// Files of a Kafka log directory (LogManager, ReplicaManager and PartitionMetadataFile).
 const (
-	recoveryPointCheckpoint = "recovery-point-offset-checkpoint"
-	logStartCheckpoint      = "log-start-offset-checkpoint"
-	cleanShutdownFile       = ".kafka_cleanshutdown"
-	partitionMetadataFile   = "partition.metadata"
+	recoveryPointCheckpoint     = "recovery-point-offset-checkpoint"
+	logStartCheckpoint          = "log-start-offset-checkpoint"
+	replicationOffsetCheckpoint = "replication-offset-checkpoint"
+	cleanShutdownFile           = ".kafka_cleanshutdown"
+	partitionMetadataFile       = "partition.metadata"
 )
 
 // Manager owns one log directory (Apache Kafka's LogManager): the partition logs in it,
-// the recovery-point and log-start checkpoints and the clean-shutdown marker.
+// the recovery-point, log-start and high-watermark (replication-offset) checkpoints and
+// the clean-shutdown marker.
 type Manager struct {
 	dir    string
 	logger *slog.Logger
 
-	mu            sync.Mutex
-	logs          map[kafka.TopicPartition]*Log
-	clean         bool                           // the previous shutdown was clean
-	recoveryPts   map[kafka.TopicPartition]int64 // from the checkpoint, used only after a clean shutdown
+	mu          sync.Mutex
+	logs        map[kafka.TopicPartition]*Log
+	clean       bool                           // the previous shutdown was clean
+	recoveryPts map[kafka.TopicPartition]int64 // from the checkpoint, used only after a clean shutdown
+	// The log-start and high-watermark checkpoints as read at open: the starting values
+	// of the logs opened, and the entries kept for partitions not opened in this run.
 	logStarts     map[kafka.TopicPartition]int64
+	hws           map[kafka.TopicPartition]int64
 	checkpointsMu sync.Mutex
 	// brokerEpoch is written into the clean-shutdown marker (SetBrokerEpoch);
 	// prevEpoch is the one read from it at open, −1 when none.
@@ -51,7 +56,9 @@ type cleanShutdown struct {
 
 // OpenManager creates dir if needed and reads its checkpoints; partitions are opened
 // later by Open. After a clean shutdown (the marker Close writes) logs are opened from
-// their recovery points; otherwise every segment is recovered.
+// their recovery points; otherwise every segment is recovered. An unreadable checkpoint
+// is logged at WARN and ignored (an unreadable replication-offset-checkpoint starts every
+// external high watermark at its log start, as a missing entry does in Kafka).
 func OpenManager(dir string, logger *slog.Logger) (*Manager, error) {
 	if logger == nil {
 		logger = slog.Default()
@@ -78,6 +85,10 @@ func OpenManager(dir string, logger *slog.Logger) (*Manager, error) {
 		logger.Warn("ignoring unreadable checkpoint", "err", err)
 		m.logStarts = map[kafka.TopicPartition]int64{}
 	}
+	if m.hws, err = readOffsetsCheckpoint(filepath.Join(dir, replicationOffsetCheckpoint)); err != nil {
+		logger.Warn("ignoring unreadable checkpoint", "err", err)
+		m.hws = map[kafka.TopicPartition]int64{}
+	}
 	if m.clean {
 		if err := os.Remove(marker); err != nil {
 			return nil, err
@@ -99,7 +110,10 @@ func (m *Manager) partitionDir(tp kafka.TopicPartition) string {
 // Open opens (recovering) or creates the log of topic/partition in
 // <dir>/<topic>-<partition>. A new log gets partition.metadata ("version: 0" and the
 // base64url topic ID, Kafka's PartitionMetadataFile); an existing one must carry the
-// same topic ID. Opening an already open partition returns it.
+// same topic ID. With cfg.ExternalHighWatermark the log's high watermark starts at its
+// replication-offset-checkpoint entry clamped to [log start, LEO] (the log start without
+// one), as Kafka's Partition.createLogIfNotExists does. Opening an already open partition
+// returns it.
 func (m *Manager) Open(topic string, partition int32, topicID [16]byte, cfg Config) (*Log, error) {
 	tp := kafka.TopicPartition{Topic: topic, Partition: partition}
 	m.mu.Lock()
@@ -143,7 +157,11 @@ func (m *Manager) Open(topic string, partition int32, topicID [16]byte, cfg Conf
 	if !ok {
 		ls = -1
 	}
-	l, err := openLog(dir, topicID, cfg, m.logger.With("topic", topic, "partition", partition), rp, ls)
+	hw, ok := m.hws[tp]
+	if !ok {
+		hw = -1
+	}
+	l, err := openLog(dir, topicID, cfg, m.logger.With("topic", topic, "partition", partition), rp, ls, hw)
 	if err != nil {
 		return nil, err
 	}
@@ -191,6 +209,7 @@ func (m *Manager) Delete(topic string, partition int32) error {
 	delete(m.logs, tp)
 	delete(m.recoveryPts, tp)
 	delete(m.logStarts, tp)
+	delete(m.hws, tp)
 	m.mu.Unlock()
 	if l != nil {
 		if err := l.Delete(); err != nil {
@@ -244,22 +263,33 @@ func (m *Manager) openLogs() map[kafka.TopicPartition]*Log {
 	return out
 }
 
-// RunBackground runs retention every retentionCheckMs (log.retention.check.interval.ms)
-// and time-based flushes every flushCheckMs (log.flush.scheduler.interval.ms), writing
-// the log-start checkpoint after retention, until ctx is done. Non-positive intervals
-// disable a loop.
-func (m *Manager) RunBackground(ctx context.Context, retentionCheckMs, flushCheckMs int64) {
-	var retention, flush <-chan time.Time
-	if retentionCheckMs > 0 {
-		t := time.NewTicker(time.Duration(retentionCheckMs) * time.Millisecond)
-		defer t.Stop()
-		retention = t.C
+// BackgroundConfig holds the periods of Manager.RunBackground in ms (broker configs);
+// a non-positive period disables its task.
+type BackgroundConfig struct {
+	RetentionCheckMs          int64 // log.retention.check.interval.ms
+	FlushCheckMs              int64 // log.flush.scheduler.interval.ms
+	HighWatermarkCheckpointMs int64 // replica.high.watermark.checkpoint.interval.ms
+	// ProducerExpirationCheckMs (producer.id.expiration.check.interval.ms) is how often
+	// producers idle for ProducerExpirationMs (producer.id.expiration.ms) are removed.
+	ProducerExpirationCheckMs int64
+	ProducerExpirationMs      int64
+}
+
+// RunBackground runs, until ctx is done, the log directory's periodic tasks (Kafka's
+// LogManager and ReplicaManager schedulers): retention, then the log-start checkpoint;
+// time-based flushes; the high-watermark checkpoint (replication-offset-checkpoint); and
+// the removal of expired producers.
+func (m *Manager) RunBackground(ctx context.Context, c BackgroundConfig) {
+	tick := func(ms int64) <-chan time.Time {
+		if ms <= 0 {
+			return nil
+		}
+		t := time.NewTicker(time.Duration(ms) * time.Millisecond)
+		context.AfterFunc(ctx, t.Stop)
+		return t.C
 	}
-	if flushCheckMs > 0 {
-		t := time.NewTicker(time.Duration(flushCheckMs) * time.Millisecond)
-		defer t.Stop()
-		flush = t.C
-	}
+	retention, flush := tick(c.RetentionCheckMs), tick(c.FlushCheckMs)
+	hwCheckpoint, expiry := tick(c.HighWatermarkCheckpointMs), tick(c.ProducerExpirationCheckMs)
 	for {
 		select {
 		case <-ctx.Done():
@@ -282,6 +312,16 @@ func (m *Manager) RunBackground(ctx context.Context, retentionCheckMs, flushChec
 					m.logger.Error("flush failed", "topic", tp.Topic, "partition", tp.Partition, "err", err)
 				}
 			}
+		case <-hwCheckpoint:
+			if err := m.checkpointHighWatermarks(m.openLogs()); err != nil {
+				m.logger.Error("writing the high-watermark checkpoint", "err", err)
+			}
+		case now := <-expiry:
+			for tp, l := range m.openLogs() {
+				if n := l.RemoveExpiredProducers(now.UnixMilli(), c.ProducerExpirationMs); n > 0 {
+					m.logger.Info("removed expired producer IDs", "topic", tp.Topic, "partition", tp.Partition, "producers", n)
+				}
+			}
 		}
 	}
 }
@@ -291,41 +331,52 @@ func (m *Manager) RunBackground(ctx context.Context, retentionCheckMs, flushChec
 func (m *Manager) writeCheckpoints(logs map[kafka.TopicPartition]*Log, withRecovery bool) error {
 	m.checkpointsMu.Lock()
 	defer m.checkpointsMu.Unlock()
-	var starts, points []string
-	m.mu.Lock()
-	// Partitions not opened in this run keep their entries.
-	for tp, v := range m.logStarts {
-		if logs[tp] == nil {
-			starts = append(starts, fmt.Sprintf("%s %d %d", tp.Topic, tp.Partition, v))
-		}
+	if err := m.writeOffsets(logStartCheckpoint, m.logStarts, logs, (*Log).LogStartOffset); err != nil {
+		return err
 	}
+	if !withRecovery {
+		return nil
+	}
+	var kept map[kafka.TopicPartition]int64
 	if m.clean {
-		for tp, v := range m.recoveryPts {
-			if logs[tp] == nil {
-				points = append(points, fmt.Sprintf("%s %d %d", tp.Topic, tp.Partition, v))
-			}
+		kept = m.recoveryPts // otherwise stale: those logs were recovered in full
+	}
+	return m.writeOffsets(recoveryPointCheckpoint, kept, logs, func(l *Log) int64 {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.recoveryPoint
+	})
+}
+
+// checkpointHighWatermarks writes replication-offset-checkpoint, the high watermark of
+// every log (Kafka's ReplicaManager.checkpointHighWatermarks).
+func (m *Manager) checkpointHighWatermarks(logs map[kafka.TopicPartition]*Log) error {
+	m.checkpointsMu.Lock()
+	defer m.checkpointsMu.Unlock()
+	return m.writeOffsets(replicationOffsetCheckpoint, m.hws, logs, (*Log).HighWatermark)
+}
+
+// writeOffsets writes the "<topic> <partition> <offset>" checkpoint name: value of each of
+// logs, and the entries of kept for partitions not open in this run. checkpointsMu held.
+func (m *Manager) writeOffsets(name string, kept map[kafka.TopicPartition]int64, logs map[kafka.TopicPartition]*Log, value func(*Log) int64) error {
+	var lines []string
+	m.mu.Lock()
+	for tp, v := range kept {
+		if logs[tp] == nil {
+			lines = append(lines, fmt.Sprintf("%s %d %d", tp.Topic, tp.Partition, v))
 		}
 	}
 	m.mu.Unlock()
 	for tp, l := range logs {
-		starts = append(starts, fmt.Sprintf("%s %d %d", tp.Topic, tp.Partition, l.LogStartOffset()))
-		l.mu.Lock()
-		points = append(points, fmt.Sprintf("%s %d %d", tp.Topic, tp.Partition, l.recoveryPoint))
-		l.mu.Unlock()
+		lines = append(lines, fmt.Sprintf("%s %d %d", tp.Topic, tp.Partition, value(l)))
 	}
-	sort.Strings(starts)
-	sort.Strings(points)
-	if err := writeCheckpoint(filepath.Join(m.dir, logStartCheckpoint), starts); err != nil {
-		return err
-	}
-	if withRecovery {
-		return writeCheckpoint(filepath.Join(m.dir, recoveryPointCheckpoint), points)
-	}
-	return nil
+	sort.Strings(lines)
+	return writeCheckpoint(filepath.Join(m.dir, name), lines)
 }
 
-// Close flushes and closes every log, then writes recovery-point-offset-checkpoint and
-// log-start-offset-checkpoint and marks the directory cleanly shut down
+// Close flushes and closes every log (each writing a producer snapshot at its LEO), then
+// writes recovery-point-offset-checkpoint, log-start-offset-checkpoint and
+// replication-offset-checkpoint and marks the directory cleanly shut down
 // (.kafka_cleanshutdown), so the next OpenManager skips recovery.
 func (m *Manager) Close() error {
 	m.mu.Lock()
@@ -345,9 +396,13 @@ func (m *Manager) Close() error {
 	for tp, l := range logs {
 		m.logStarts[tp] = l.LogStartOffset()
 		m.recoveryPts[tp] = l.recoveryPoint
+		m.hws[tp] = l.HighWatermark()
 	}
 	m.mu.Unlock()
 	if err := m.writeCheckpoints(logs, true); err != nil {
+		return err
+	}
+	if err := m.checkpointHighWatermarks(logs); err != nil {
 		return err
 	}
 	marker, _ := json.Marshal(cleanShutdown{BrokerEpoch: m.brokerEpoch})

@@ -76,7 +76,10 @@ func TestManager(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { m.RunBackground(ctx, 1, 1); close(done) }()
+	go func() {
+		m.RunBackground(ctx, BackgroundConfig{RetentionCheckMs: 1, FlushCheckMs: 1, HighWatermarkCheckpointMs: 1, ProducerExpirationCheckMs: 1, ProducerExpirationMs: 1 << 40})
+		close(done)
+	}()
 	cancel()
 	<-done
 	if err := m.Delete("orders", 3); err != nil {

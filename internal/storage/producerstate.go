@@ -90,7 +90,15 @@ func (e *producerEntry) findDuplicate(epoch int16, firstSeq, lastSeq int32) *bat
 type producerState struct {
 	producers map[int64]*producerEntry
 	open      map[int64]OpenTxn
+	// unreplicated holds the transactions whose marker is at or above the high
+	// watermark (Kafka's unreplicatedTxns): decided, but unstable for the LSO until the
+	// HW passes the marker, or a read_committed consumer could read a transaction whose
+	// marker a new leader does not have.
+	unreplicated []completedTxn
 }
+
+// completedTxn is a transaction whose marker is at marker.
+type completedTxn struct{ first, marker int64 }
 
 func newProducerState() *producerState {
 	return &producerState{producers: map[int64]*producerEntry{}, open: map[int64]OpenTxn{}}
@@ -99,6 +107,7 @@ func newProducerState() *producerState {
 func (p *producerState) reset() {
 	clear(p.producers)
 	clear(p.open)
+	p.unreplicated = p.unreplicated[:0]
 }
 
 // checkLeader validates a client batch against the producer's state (Kafka's
@@ -203,6 +212,7 @@ func (p *producerState) apply(b record.Batch) (AbortedTxn, bool) {
 			}
 		}
 		delete(p.open, pid)
+		p.unreplicated = append(p.unreplicated, completedTxn{first: txn.FirstOffset, marker: marker})
 		if typ == record.ControlAbort {
 			return AbortedTxn{ProducerID: pid, FirstOffset: txn.FirstOffset, LastOffset: marker, LastStableOffset: lso}, true
 		}
@@ -249,7 +259,8 @@ func (p *producerState) entry(pid int64) *producerEntry {
 }
 
 // evictBefore removes producers whose retained batches all lie below logStart and which
-// have no open transaction (Kafka's ProducerStateManager.truncateHead).
+// have no open transaction (Kafka's ProducerStateManager.truncateHead), and the
+// completed transactions whose marker is below it (onLogStartOffsetIncremented).
 func (p *producerState) evictBefore(logStart int64) {
 	for pid, e := range p.producers {
 		if _, open := p.open[pid]; open {
@@ -259,13 +270,52 @@ func (p *producerState) evictBefore(logStart int64) {
 			delete(p.producers, pid)
 		}
 	}
+	p.completeBelow(logStart)
 }
 
+// completeBelow forgets the unreplicated transactions whose marker is below offset (the
+// high watermark or the log start: Kafka's removeUnreplicatedTransactions); it reports
+// whether any was.
+func (p *producerState) completeBelow(offset int64) bool {
+	n := 0
+	for _, t := range p.unreplicated {
+		if t.marker >= offset {
+			p.unreplicated[n] = t
+			n++
+		}
+	}
+	changed := n != len(p.unreplicated)
+	p.unreplicated = p.unreplicated[:n]
+	return changed
+}
+
+// removeExpired removes the producers without an open transaction whose last batch's
+// timestamp is expirationMs or more before nowMs (Kafka's
+// ProducerStateManager.removeExpiredProducers with producer.id.expiration.ms). It
+// returns how many it removed.
+func (p *producerState) removeExpired(nowMs, expirationMs int64) int {
+	n := 0
+	for pid, e := range p.producers {
+		if _, open := p.open[pid]; !open && nowMs-e.lastTs >= expirationMs {
+			delete(p.producers, pid)
+			n++
+		}
+	}
+	return n
+}
+
+// firstUnstable is the first offset of the oldest transaction that is open or whose
+// marker the high watermark has not passed (Kafka's firstUnstableOffset).
 func (p *producerState) firstUnstable() (int64, bool) {
 	first, ok := int64(0), false
 	for _, o := range p.open {
 		if !ok || o.FirstOffset < first {
 			first, ok = o.FirstOffset, true
+		}
+	}
+	for _, t := range p.unreplicated {
+		if !ok || t.first < first {
+			first, ok = t.first, true
 		}
 	}
 	return first, ok

@@ -1,7 +1,11 @@
 package storage
 
 import (
+	"context"
+	"path/filepath"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/kmirror/kmirror/internal/record"
 )
@@ -80,4 +84,59 @@ func TestAppendAsCoordinator(t *testing.T) {
 	if o := l.OpenTransactions(); len(o) != 0 {
 		t.Fatalf("open transactions after the marker %+v", o)
 	}
+}
+
+func producerIDs(l *Log) []int64 {
+	var out []int64
+	for _, e := range l.ProducerEntries() {
+		out = append(out, e.ProducerID)
+	}
+	return out
+}
+
+// TestRemoveExpiredProducers: a producer whose last batch is producer.id.expiration.ms
+// old or older is removed (its next batch then starts as a new producer's, any
+// sequence), one in an open transaction is not until the transaction ends; the removal
+// survives a clean restart (the snapshot Close writes), and the Manager runs it every
+// producer.id.expiration.check.interval.ms.
+func TestRemoveExpiredProducers(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	m, l := openManaged(t, data, smallConfig())
+	const exp = 5000
+	mustAppend(t, l, mkBatch(t, batchOpts{pid: 1, seq: 0, n: 3, ts: 1000}), 0)    // idle
+	mustAppend(t, l, mkBatch(t, batchOpts{pid: 2, seq: 0, ts: 5001}), 0)          // idle for exactly exp
+	mustAppend(t, l, mkBatch(t, batchOpts{pid: 3, seq: 0, ts: 9000}), 0)          // recent
+	mustAppend(t, l, mkBatch(t, batchOpts{pid: 4, seq: 0, txn: true, ts: 10}), 0) // old, in a transaction
+	if n := l.RemoveExpiredProducers(10001, exp); n != 2 || !slices.Equal(producerIDs(l), []int64{3, 4}) {
+		t.Fatalf("removed %d, left %v; want 2 removed, 3 and 4 left", n, producerIDs(l))
+	}
+	// Producer 1 is unknown now: sequence 40 is accepted (it would be out of order).
+	mustAppend(t, l, mkBatch(t, batchOpts{pid: 1, seq: 40, ts: 10002}), 0)
+	if _, err := l.AppendControlAsLeader(record.BuildEndTxnMarker(record.ControlCommit, 4, 0, 0, 0, 20), 0); err != nil {
+		t.Fatal(err)
+	}
+	if n := l.RemoveExpiredProducers(10001, exp); n != 1 || !slices.Equal(producerIDs(l), []int64{1, 3}) {
+		t.Fatalf("removed %d, left %v; want producer 4 gone with its transaction over", n, producerIDs(l))
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m, l = openManaged(t, data, smallConfig())
+	if !slices.Equal(producerIDs(l), []int64{1, 3}) {
+		t.Fatalf("after a clean restart: %v", producerIDs(l))
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		m.RunBackground(ctx, BackgroundConfig{ProducerExpirationCheckMs: 1, ProducerExpirationMs: 1})
+		close(done)
+	}()
+	for deadline := time.Now().Add(10 * time.Second); len(l.ProducerEntries()) > 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the background check left %v", producerIDs(l))
+		}
+	}
+	cancel()
+	<-done
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -13,19 +14,31 @@ import (
 
 // load opens the segments of l.dir and rebuilds derived state (Kafka's LogLoader).
 // Segments wholly below recoveryPoint are trusted: their indexes are loaded (rebuilt if
-// they fail the sanity check) and only batch headers are read. Every other segment is
-// recovered: each batch is checked (framing, magic, CRC, increasing offsets), a bad tail
-// is cut and later segments are deleted, each logged at WARN. If a trusted segment turns
-// out damaged, loading restarts with full recovery.
-func (l *Log) load(recoveryPoint, ckLogStart int64) error {
+// they fail the sanity check) and, when the leader-epoch checkpoint is readable, their
+// in-memory state is restored from the indexes, the first batch header and the batches
+// after the last offset-index entry (Kafka's LogSegment reads the same lazily), not from
+// every batch header. Every other segment is recovered: each batch is checked (framing,
+// magic, CRC, increasing offsets), a bad tail is cut and later segments are deleted, each
+// logged at WARN. If a trusted segment turns out damaged, loading restarts with full
+// recovery.
+//
+// The producer state starts from the newest readable producer snapshot at or below
+// snapLimit and the first segment to recover or reindex (whose transaction index is
+// rebuilt from the state at its start), and replays the batch headers after it; a
+// snapshot past the recovered LEO is deleted and an older one used.
+func (l *Log) load(recoveryPoint, ckLogStart, snapLimit int64) error {
 	bases, err := l.listSegments()
 	if err != nil {
 		return err
 	}
-	if err := l.epochs.load(); err != nil {
-		l.logger.Warn("ignoring unreadable leader-epoch-checkpoint", "err", err)
+	epochErr := l.epochs.load()
+	if epochErr != nil {
+		l.logger.Warn("ignoring unreadable leader-epoch-checkpoint", "err", epochErr)
 		l.epochs.entries = nil
 	}
+	// The batches' epochs need not be read again when the checkpoint holds them (appends
+	// write it before the batch of a new epoch).
+	epochsKnown := epochErr == nil && fileExists(l.epochs.path)
 	if err := l.fences.load(); err != nil {
 		l.logger.Warn("ignoring unreadable leader-epoch-fences", "err", err)
 		l.fences.entries = nil
@@ -34,6 +47,20 @@ func (l *Log) load(recoveryPoint, ckLogStart int64) error {
 		l.logger.Warn("ignoring unreadable leader-epoch-truncations", "err", err)
 		l.drops.at = map[int32]int64{}
 	}
+	if err := l.listSnapshots(); err != nil {
+		return err
+	}
+	l.removeStraySnapshots(bases)
+	trusted := func(i int) bool {
+		return recoveryPoint >= 0 && (i == len(bases)-1 || bases[i+1] <= recoveryPoint)
+	}
+	for i, base := range bases {
+		if !trusted(i) {
+			snapLimit = min(snapLimit, base) // recovery rebuilds its transaction index from here
+			break
+		}
+	}
+	from := l.loadSnapshot(snapLimit) // batches ending at or after from are replayed
 	if len(bases) == 0 {
 		seg, err := openSegment(l.dir, max(ckLogStart, 0))
 		if err != nil {
@@ -57,9 +84,12 @@ func (l *Log) load(recoveryPoint, ckLogStart int64) error {
 			return err
 		}
 		last := i == len(bases)-1
-		trusted := recoveryPoint >= 0 && (last || bases[i+1] <= recoveryPoint)
-		if trusted {
+		if trusted(i) {
 			loaded := seg.idx.load(seg.size.Load())
+			if !loaded && from > base {
+				// Its transaction index is rebuilt from the producer state at its start.
+				return l.restartLoad(seg, recoveryPoint, ckLogStart, base)
+			}
 			if !loaded {
 				l.logger.Warn("rebuilding damaged index", "segment", segmentName(base))
 				if err := seg.idx.reset(); err != nil {
@@ -68,19 +98,19 @@ func (l *Log) load(recoveryPoint, ckLogStart int64) error {
 					return err
 				}
 			}
-			if serr := l.scanSegment(seg, &prevNext, false, !loaded, last); serr != nil {
+			var serr *scanError
+			if loaded && epochsKnown {
+				if serr = l.loadSegmentTail(seg, &prevNext); serr == nil {
+					serr = l.replayProducers(seg, from)
+				}
+			} else {
+				serr = l.scanSegment(seg, &prevNext, false, !loaded, last, from)
+			}
+			if serr != nil {
 				// A trusted segment is damaged after all: recover everything.
 				l.logger.Warn("segment below the recovery point is damaged; recovering the whole log",
 					"segment", segmentName(base)+logSuffix, "reason", serr.Error())
-				seg.close()
-				l.closeSegments()
-				l.segs = nil
-				l.ps.reset()
-				l.epochs.entries = nil
-				if err := l.epochs.load(); err != nil {
-					l.epochs.entries = nil
-				}
-				return l.load(-1, ckLogStart)
+				return l.restartLoad(seg, -1, ckLogStart, math.MaxInt64)
 			}
 		} else {
 			if err := seg.idx.reset(); err != nil {
@@ -88,7 +118,7 @@ func (l *Log) load(recoveryPoint, ckLogStart int64) error {
 				l.closeSegments()
 				return err
 			}
-			if serr := l.scanSegment(seg, &prevNext, true, true, last); serr != nil {
+			if serr := l.scanSegment(seg, &prevNext, true, true, last, from); serr != nil {
 				dropped := seg.size.Load() - serr.pos
 				l.logger.Warn("cutting corrupt log tail", "segment", segmentName(base)+logSuffix,
 					"position", serr.pos, "bytes", dropped, "reason", serr.reason)
@@ -120,6 +150,16 @@ func (l *Log) load(recoveryPoint, ckLogStart int64) error {
 	start = min(start, leo)
 	l.logStart.Store(start)
 	l.recoveryPoint = leo
+	if from > leo {
+		// The snapshot describes batches the log no longer has (its tail was cut).
+		l.logger.Warn("producer snapshot past the log end offset; reloading the producer state",
+			"file", segmentName(from)+snapshotSuffix, "logEndOffset", leo)
+		if err := l.rebuildProducerState(); err != nil {
+			l.closeSegments()
+			return err
+		}
+	}
+	l.deleteSnapshots(func(off int64) bool { return off > leo })
 	// A cache entry past the LEO has no batch. One at the LEO has none either but stays
 	// (Kafka drops it, but a Kafka leader re-assigns its epoch at election): it was
 	// re-based there by truncateFromStart when the log start reached the LEO, or recorded
@@ -167,10 +207,19 @@ func (l *Log) load(recoveryPoint, ckLogStart int64) error {
 		}
 	}
 	l.ps.evictBefore(start)
-	if f, ok := l.ps.firstUnstable(); ok {
-		l.fuo.Store(f)
-	}
+	l.storeFirstUnstable()
 	return syncDir(l.dir)
+}
+
+// restartLoad closes what load opened so far (seg and l.segs), forgets the state it
+// rebuilt and loads again.
+func (l *Log) restartLoad(seg *segment, recoveryPoint, ckLogStart, snapLimit int64) error {
+	seg.close()
+	l.closeSegments()
+	l.segs = nil
+	l.ps.reset()
+	l.fuo.Store(-1)
+	return l.load(recoveryPoint, ckLogStart, snapLimit)
 }
 
 func fileExists(p string) bool {
@@ -237,12 +286,13 @@ func (l *Log) listSegments() ([]int64, error) {
 }
 
 // scanSegment reads seg's batches from the start, rebuilding its in-memory state, its
-// offset and time indexes when rebuild is set (the transaction index too), the producer
-// state and the epoch cache. full checks CRCs. *prevNext is the offset after the
-// previous batch in the log (−1 at the start); each batch must start at or after it.
-func (l *Log) scanSegment(seg *segment, prevNext *int64, full, rebuild, active bool) *scanError {
+// offset and time indexes when rebuild is set (the transaction index too, which needs
+// from <= seg.base), the producer state from the batches ending at or after from, and the
+// epoch cache. full checks CRCs. *prevNext is the offset after the previous batch in the
+// log (−1 at the start); each batch must start at or after it.
+func (l *Log) scanSegment(seg *segment, prevNext *int64, full, rebuild, active bool, from int64) *scanError {
 	seg.resetState()
-	sc := scanner{f: seg.log, end: seg.size.Load(), full: full}
+	sc := scanner{f: seg.log, end: seg.size.Load(), full: full, shared: &l.scanBuf}
 	for {
 		b, pos, err := sc.next()
 		if err == io.EOF {
@@ -262,8 +312,10 @@ func (l *Log) scanSegment(seg *segment, prevNext *int64, full, rebuild, active b
 		if err := seg.track(b, pos, l.cfg.IndexIntervalBytes, rebuild); err != nil {
 			return &scanError{pos, err.Error()}
 		}
-		if err := l.applyProducer(seg, b, rebuild); err != nil {
-			return &scanError{pos, err.Error()}
+		if b.LastOffset() >= from {
+			if err := l.applyProducer(seg, b, rebuild); err != nil {
+				return &scanError{pos, err.Error()}
+			}
 		}
 		l.epochs.assign(b.LeaderEpoch(), b.BaseOffset())
 		*prevNext = b.NextOffset()
@@ -276,26 +328,134 @@ func (l *Log) scanSegment(seg *segment, prevNext *int64, full, rebuild, active b
 	return nil
 }
 
-// rebuildProducerState replays every segment's batch headers into a fresh producer
-// state (used after truncation; Kafka reloads its producer snapshots instead).
+// loadSegmentTail restores a trusted segment's in-memory state without reading every
+// batch header: the first batch's timestamp from its header, the largest timestamp and
+// its batch from the last time-index entry (finishTimeIndex writes it when the segment
+// stops being active), and the rest from the batches after the last offset-index entry,
+// which are read as an append tracks them. The indexes are loaded; prevNext as in
+// scanSegment.
+func (l *Log) loadSegmentTail(seg *segment, prevNext *int64) *scanError {
+	seg.resetState()
+	size := seg.size.Load()
+	sc := scanner{f: seg.log, end: size, shared: &l.scanBuf}
+	first, _, err := sc.next()
+	if err == io.EOF {
+		return nil
+	}
+	if err != nil {
+		return asScanError(err, 0)
+	}
+	if first.BaseOffset() < *prevNext || !seg.canHold(first.BaseOffset(), first.LastOffset()) {
+		return &scanError{0, fmt.Sprintf("first batch at offset %d (previous end %d, segment base %d)", first.BaseOffset(), *prevNext, seg.base)}
+	}
+	firstTs := first.MaxTimestamp() // first is in the scan buffer, which the scans below reuse
+	x := &seg.idx
+	tail := int64(0)
+	if n := len(x.offsets); n > 0 {
+		tail = int64(x.offsets[n-1].pos)
+	}
+	if n := len(x.times); n > 0 {
+		te := x.times[n-1]
+		pos, err := l.batchEndingAt(seg, seg.base+int64(te.rel))
+		if err != nil {
+			return err
+		}
+		seg.maxTs, seg.maxTsPos, seg.maxTsBatchEnd = te.ts, pos, seg.base+int64(te.rel)
+	}
+	sc = scanner{f: seg.log, pos: tail, end: size, shared: &l.scanBuf}
+	for next := *prevNext; ; {
+		b, pos, err := sc.next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return asScanError(err, pos)
+		}
+		if b.BaseOffset() < next || !seg.canHold(b.BaseOffset(), b.LastOffset()) {
+			return &scanError{pos, fmt.Sprintf("batch offsets %d..%d out of order (previous end %d, segment base %d)",
+				b.BaseOffset(), b.LastOffset(), next, seg.base)}
+		}
+		if err := seg.track(b, pos, l.cfg.IndexIntervalBytes, false); err != nil {
+			return &scanError{pos, err.Error()}
+		}
+		next = b.NextOffset()
+	}
+	seg.firstBatchTs = firstTs
+	*prevNext = seg.nextOffset
+	return nil
+}
+
+// batchEndingAt is the position in seg of the batch whose last offset is last, found from
+// the offset index.
+func (l *Log) batchEndingAt(seg *segment, last int64) (int64, *scanError) {
+	sc := scanner{f: seg.log, pos: int64(seg.idx.lookup(int32(last - seg.base))), end: seg.size.Load(), shared: &l.scanBuf}
+	for {
+		b, pos, err := sc.next()
+		if err != nil {
+			return 0, asScanError(err, pos)
+		}
+		if b.LastOffset() == last {
+			return pos, nil
+		}
+		if b.LastOffset() > last {
+			return 0, &scanError{pos, fmt.Sprintf("time index names offset %d, inside the batch at %d", last, b.BaseOffset())}
+		}
+	}
+}
+
+// replayProducers feeds the producer state the batches of seg ending at or after from,
+// read from the offset index's entry for from; the transaction index is not written (it
+// is loaded, or truncated to match). mu held, or the log not yet published.
+func (l *Log) replayProducers(seg *segment, from int64) *scanError {
+	if from >= seg.nextOffset {
+		return nil // every batch of seg is below the snapshot
+	}
+	sc := scanner{f: seg.log, end: seg.size.Load(), shared: &l.scanBuf}
+	if from > seg.base {
+		sc.pos = int64(seg.idx.lookup(int32(min(from-seg.base, 1<<31-1))))
+	}
+	for {
+		b, pos, err := sc.next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return asScanError(err, pos)
+		}
+		if b.LastOffset() < from {
+			continue
+		}
+		if err := l.applyProducer(seg, b, false); err != nil {
+			return &scanError{pos, err.Error()}
+		}
+	}
+}
+
+// asScanError is err from scanner.next as a *scanError (reads fail with one already).
+func asScanError(err error, pos int64) *scanError {
+	var se *scanError
+	if errors.As(err, &se) {
+		return se
+	}
+	return &scanError{pos, err.Error()}
+}
+
+// rebuildProducerState reloads the producer state after the log's end moved down
+// (truncation, or a load whose snapshot lay past the data): the snapshots above the LEO
+// are deleted, the newest one left is loaded and the batch headers after it replayed
+// (Kafka's rebuildProducerState and truncateAndReload). mu held.
 func (l *Log) rebuildProducerState() error {
-	l.ps.reset()
+	leo := l.leo.Load()
+	l.deleteSnapshots(func(off int64) bool { return off > leo })
 	l.fuo.Store(-1)
-	for _, seg := range l.segs {
-		sc := scanner{f: seg.log, end: seg.size.Load()}
-		for {
-			b, _, err := sc.next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				return fmt.Errorf("%w: %s: %v", ErrCorrupt, seg.path, err)
-			}
-			if err := l.applyProducer(seg, b, false); err != nil {
-				return err
-			}
+	from := l.loadSnapshot(leo)
+	for si := l.floorSegment(max(from, 0)); si < len(l.segs); si++ {
+		if serr := l.replayProducers(l.segs[si], from); serr != nil {
+			return fmt.Errorf("%w: %s: %v", ErrCorrupt, l.segs[si].path, serr)
 		}
 	}
 	l.ps.evictBefore(l.logStart.Load())
+	l.ps.completeBelow(l.hw.Load())
+	l.storeFirstUnstable()
 	return nil
 }

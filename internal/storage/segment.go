@@ -251,6 +251,23 @@ type scanner struct {
 	end  int64
 	full bool
 	buf  []byte
+	// shared, when set, is a buffer kept across scans (Log.scanBuf): buf starts as it
+	// and it keeps buf when buf grows, so that a load of many segments allocates once.
+	shared *[]byte
+}
+
+// grow makes buf hold at least n bytes.
+func (sc *scanner) grow(n int64) {
+	if sc.buf == nil && sc.shared != nil {
+		sc.buf = *sc.shared
+	}
+	if int64(cap(sc.buf)) >= n {
+		return
+	}
+	sc.buf = make([]byte, 0, max(n, 64<<10))
+	if sc.shared != nil {
+		*sc.shared = sc.buf
+	}
 }
 
 // next returns the batch at the scanner's position and advances. It returns io.EOF at
@@ -263,9 +280,7 @@ func (sc *scanner) next() (record.Batch, int64, error) {
 	if sc.end-pos < record.HeaderSize {
 		return nil, pos, &scanError{pos, fmt.Sprintf("torn batch header (%d bytes left)", sc.end-pos)}
 	}
-	if cap(sc.buf) < record.HeaderSize {
-		sc.buf = make([]byte, 0, 64<<10)
-	}
+	sc.grow(record.HeaderSize)
 	hdr := sc.buf[:record.HeaderSize]
 	if _, err := sc.f.ReadAt(hdr, pos); err != nil {
 		return nil, pos, &scanError{pos, "read: " + err.Error()}
@@ -285,9 +300,7 @@ func (sc *scanner) next() (record.Batch, int64, error) {
 		return nil, pos, &scanError{pos, "negative lastOffsetDelta"}
 	}
 	if sc.full || b.IsControl() {
-		if int64(cap(sc.buf)) < size {
-			sc.buf = make([]byte, 0, size)
-		}
+		sc.grow(size)
 		whole := sc.buf[:size]
 		if _, err := sc.f.ReadAt(whole, pos); err != nil {
 			return nil, pos, &scanError{pos, "read: " + err.Error()}

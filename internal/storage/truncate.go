@@ -10,9 +10,11 @@ import (
 // TruncateTo removes every offset >= offset (Kafka's UnifiedLog.truncateTo): later
 // segments are deleted, the segment holding offset is cut at the first batch whose last
 // offset is >= offset (a batch straddling offset goes whole, so the LEO becomes its base
-// offset), indexes, the leader-epoch cache (truncateFromEnd), producer state and
-// transaction state are rebuilt. LeaderEpoch is kept: a dropped epoch stays a fence at
-// the new LEO. A no-op when offset >= LEO; below the log start it is
+// offset), indexes and the leader-epoch cache (truncateFromEnd) are rebuilt, a high
+// watermark above the new LEO is capped at it, the producer snapshots above the new LEO
+// are deleted and the producer and transaction state reloaded from the newest snapshot
+// left, replaying only the batch headers after it. LeaderEpoch is kept: a dropped epoch
+// stays a fence at the new LEO. A no-op when offset >= LEO; below the log start it is
 // TruncateFullyAndStartAt(offset).
 func (l *Log) TruncateTo(offset int64) error { return l.truncate(offset, false) }
 
@@ -106,7 +108,7 @@ func (l *Log) truncateSegmentsLocked(offset int64) error {
 	}
 	seg := l.active()
 	// Find the first batch whose last offset is >= offset.
-	sc := scanner{f: seg.log, end: seg.size.Load()}
+	sc := scanner{f: seg.log, end: seg.size.Load(), shared: &l.scanBuf}
 	if offset > seg.base {
 		sc.pos = int64(seg.idx.lookup(int32(min(offset-seg.base, 1<<31-1))))
 	}
@@ -145,7 +147,7 @@ func (l *Log) truncateSegmentsLocked(offset int64) error {
 	if cut == 0 {
 		newLEO = max(newLEO, seg.base)
 	}
-	l.leo.Store(max(newLEO, seg.nextOffset))
+	l.setEndLocked(max(newLEO, seg.nextOffset))
 	return nil
 }
 
@@ -165,7 +167,7 @@ func (l *Log) reindex(seg *segment) error {
 		}
 	}
 	seg.resetState()
-	sc := scanner{f: seg.log, end: seg.size.Load()}
+	sc := scanner{f: seg.log, end: seg.size.Load(), shared: &l.scanBuf}
 	for {
 		b, pos, err := sc.next()
 		if err == io.EOF {
@@ -181,8 +183,9 @@ func (l *Log) reindex(seg *segment) error {
 }
 
 // TruncateFullyAndStartAt deletes every segment and starts an empty log at offset: log
-// start = LEO = offset; the leader-epoch cache is cleared and producer state reset
-// (Kafka's UnifiedLog.truncateFullyAndStartAt). LeaderEpoch is kept as a fence.
+// start = HW = LEO = offset; the leader-epoch cache is cleared, producer state reset and
+// every producer snapshot deleted (Kafka's UnifiedLog.truncateFullyAndStartAt).
+// LeaderEpoch is kept as a fence.
 func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -221,7 +224,10 @@ func (l *Log) truncateFullyLocked(offset int64, keep int32) error {
 		return err
 	}
 	l.segs = []*segment{seg}
-	l.leo.Store(offset)
+	// Stored in an order that keeps log start <= HW <= LEO for readers.
+	l.logStart.Store(min(l.logStart.Load(), offset))
+	l.setEndLocked(offset)
+	l.setHighWatermarkLocked(offset)
 	l.logStart.Store(offset)
 	l.epochs.mu.Lock()
 	l.epochs.entries = nil
@@ -230,6 +236,7 @@ func (l *Log) truncateFullyLocked(offset int64, keep int32) error {
 	l.rw.Unlock()
 	l.ps.reset()
 	l.fuo.Store(-1)
+	l.deleteSnapshots(func(int64) bool { return true })
 	if err := l.epochs.flush(); err != nil {
 		return err
 	}
@@ -243,19 +250,22 @@ func (l *Log) truncateFullyLocked(offset int64, keep int32) error {
 	return syncDir(l.dir)
 }
 
-// AdvanceLogStartOffset moves the log start offset up to offset (DeleteRecords, or the
-// source's log start on a mirror, spec section 3); lower values are ignored. Segments
-// wholly below it are deleted (never the active one), the epoch cache is truncated from
-// the start and producers with no batch left are evicted. offset > LEO is
-// ErrOffsetOutOfRange.
+// AdvanceLogStartOffset moves the log start offset up to offset (Kafka's
+// maybeIncrementLogStartOffset: DeleteRecords, a follower taking its leader's log start,
+// or the source's log start on a mirror, spec section 3); lower values are ignored.
+// Segments wholly below it are deleted (never the active one), the epoch cache is
+// truncated from the start, producers with no batch left are evicted and the snapshots
+// below the first segment left are deleted. offset above the high watermark is
+// ErrOffsetOutOfRange, as in Kafka (without an external HW, the LEO): the log start never
+// passes the HW, so nothing uncommitted is deleted.
 func (l *Log) AdvanceLogStartOffset(offset int64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed.Load() {
 		return ErrClosed
 	}
-	if offset > l.leo.Load() {
-		return fmt.Errorf("%w: log start %d above LEO %d", ErrOffsetOutOfRange, offset, l.leo.Load())
+	if hw := l.hw.Load(); offset > hw {
+		return fmt.Errorf("%w: log start %d above the high watermark %d (LEO %d)", ErrOffsetOutOfRange, offset, hw, l.leo.Load())
 	}
 	if offset <= l.logStart.Load() {
 		return nil
@@ -272,8 +282,10 @@ func (l *Log) AdvanceLogStartOffset(offset int64) error {
 	return nil
 }
 
-// deleteOldestLocked deletes the n oldest segments, raises the log start to the new first
-// segment's base, and truncates the epoch cache and producer state from the start.
+// deleteOldestLocked deletes the n oldest segments and their producer snapshots, raises
+// the log start to the new first segment's base (and the HW with it, as Kafka's
+// updateLogStartOffset; callers keep it at or below the HW), and truncates the epoch
+// cache and producer state from the start.
 func (l *Log) deleteOldestLocked(n int) error {
 	if n > 0 {
 		l.rw.Lock()
@@ -290,6 +302,11 @@ func (l *Log) deleteOldestLocked(n int) error {
 		}
 	}
 	start := l.logStart.Load()
+	if start > l.hw.Load() {
+		l.setHighWatermarkLocked(start)
+	}
+	first := l.segs[0].base
+	l.deleteSnapshots(func(off int64) bool { return off < first })
 	if l.epochs.truncateFromStart(start) {
 		if err := l.epochs.flush(); err != nil {
 			return err
@@ -306,9 +323,10 @@ func (l *Log) deleteOldestLocked(n int) error {
 
 // ApplyRetention deletes the oldest segments breaching retention.ms (nowMs − segment max
 // timestamp, or file modification time when it has none) or retention.bytes, never the
-// active segment (Kafka's deleteRetentionMsBreachedSegments and
-// deleteRetentionSizeBreachedSegments), and advances the log start. It returns the number
-// of segments deleted. A no-op unless cleanup.policy includes delete.
+// active segment nor one holding offsets at or above the high watermark (Kafka's
+// deleteRetentionMsBreachedSegments and deleteRetentionSizeBreachedSegments, through
+// deletableSegments), and advances the log start. It returns the number of segments
+// deleted. A no-op unless cleanup.policy includes delete.
 func (l *Log) ApplyRetention(nowMs int64) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -351,6 +369,10 @@ func (l *Log) ApplyRetention(nowMs int64) (int, error) {
 			diff -= l.segs[n].size.Load()
 			n++
 		}
+	}
+	hw := l.hw.Load()
+	for n > 0 && l.segs[n].base > hw {
+		n-- // segs[n−1] holds offsets at or above the HW
 	}
 	if n == 0 {
 		return 0, nil
