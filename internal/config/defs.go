@@ -72,7 +72,7 @@ var Broker = define(
 		Doc: "Listener name to security protocol, NAME:PROTOCOL,... When it is not set and process.roles is, the controller.listener.names map to PLAINTEXT (as Kafka, unless an SSL or SASL name is in use). Only PLAINTEXT is supported."},
 	Def{Name: "inter.broker.listener.name", Type: TypeString, NoDefault: true,
 		Doc: "Listener brokers use to reach each other; must be an advertised broker listener, not a controller listener. Unset: PLAINTEXT (Kafka's security.inter.broker.protocol default). Brokers forward coordinator and mirror requests to each other on it, and the controller adds broker-only nodes to the quorum at its address."},
-	Def{Name: "broker.rack", Type: TypeString, NoDefault: true, Doc: "Rack of the broker, for rack-aware replica placement. Not used yet (replication)."},
+	Def{Name: "broker.rack", Type: TypeString, NoDefault: true, Doc: "Rack of the broker (registered with the controller), for rack-aware replica placement."},
 	minimum(Def{Name: "broker.session.timeout.ms", Type: TypeInt, Default: "9000", Unit: "ms", Doc: "A broker without a heartbeat for this long is fenced by the controller: its partitions lose their leader until it registers again."}, 1),
 	minimum(Def{Name: "broker.heartbeat.interval.ms", Type: TypeInt, Default: "2000", Unit: "ms", Doc: "Time between a broker's heartbeats to the controller."}, 1),
 	minimum(Def{Name: "controller.quorum.election.timeout.ms", Type: TypeInt, Default: "1000", Unit: "ms", Doc: "Longest time without fetching from the leader before a voter starts an election."}, 1),

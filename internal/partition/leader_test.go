@@ -33,7 +33,7 @@ func newReplicated(t *testing.T, isr []int32, minIsr int32) *replicated {
 	}
 	t.Cleanup(func() { logs.Close() })
 	r.rm = NewReplicaManager(Options{NodeID: self, Logs: logs,
-		Config:            func(*metadata.Topic) storage.Config { return storage.DefaultConfig() },
+		Config:            func(*metadata.Topic) storage.Config { return replicatedConfig() },
 		MinInsyncReplicas: func(*metadata.Topic) int32 { return r.minI },
 		OnChange:          func(c Change) { r.ch = append(r.ch, c) }})
 	r.apply(&metadata.PartitionRegistration{Replicas: []int32{1, 2, 3}, ISR: isr, Leader: self, LeaderEpoch: 1, PartitionEpoch: 1})
@@ -287,4 +287,12 @@ func TestAppendAsFollowerEpochFilter(t *testing.T) {
 	if err := p.UpdateFollowerHighWatermark(5, 10, 0); err != nil || p.Log().HighWatermark() != 2 {
 		t.Fatalf("follower HW %d (%v), want min(leader HW 10, LEO 2)", p.Log().HighWatermark(), err)
 	}
+}
+
+// replicatedConfig is the broker's log config for partitions: the HW is the partition
+// layer's (storage.Config.ExternalHighWatermark).
+func replicatedConfig() storage.Config {
+	c := storage.DefaultConfig()
+	c.ExternalHighWatermark = true
+	return c
 }

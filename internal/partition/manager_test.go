@@ -45,7 +45,7 @@ func newManager(t *testing.T, dir string, changes *[]Change) *ReplicaManager {
 	}
 	t.Cleanup(func() { logs.Close() })
 	return NewReplicaManager(Options{NodeID: self, Logs: logs,
-		Config:   func(*metadata.Topic) storage.Config { return storage.DefaultConfig() },
+		Config:   func(*metadata.Topic) storage.Config { return replicatedConfig() },
 		OnChange: func(c Change) { *changes = append(*changes, c) }})
 }
 
