@@ -73,7 +73,7 @@ var Broker = define(
 	Def{Name: "inter.broker.listener.name", Type: TypeString, NoDefault: true,
 		Doc: "Listener brokers use to reach each other; must be an advertised broker listener, not a controller listener. Unset: PLAINTEXT (Kafka's security.inter.broker.protocol default). Brokers forward coordinator and mirror requests to each other on it, and the controller adds broker-only nodes to the quorum at its address."},
 	Def{Name: "broker.rack", Type: TypeString, NoDefault: true, Doc: "Rack of the broker (registered with the controller), for rack-aware replica placement."},
-	minimum(Def{Name: "broker.session.timeout.ms", Type: TypeInt, Default: "9000", Unit: "ms", Doc: "A broker without a heartbeat for this long is fenced by the controller: its partitions lose their leader until it registers again."}, 1),
+	minimum(Def{Name: "broker.session.timeout.ms", Type: TypeInt, Default: "9000", Unit: "ms", Doc: "A broker without a heartbeat for this long is fenced by the controller: it leaves the ISRs it is not the last member of, and the partitions it led elect another ISR member (those without one have no leader until it registers again)."}, 1),
 	minimum(Def{Name: "broker.heartbeat.interval.ms", Type: TypeInt, Default: "2000", Unit: "ms", Doc: "Time between a broker's heartbeats to the controller."}, 1),
 	minimum(Def{Name: "controller.quorum.election.timeout.ms", Type: TypeInt, Default: "1000", Unit: "ms", Doc: "Longest time without fetching from the leader before a voter starts an election."}, 1),
 	minimum(Def{Name: "controller.quorum.fetch.timeout.ms", Type: TypeInt, Default: "2000", Unit: "ms", Doc: "Longest time without a successful fetch from the quorum leader before a voter becomes a candidate."}, 1),
@@ -131,7 +131,7 @@ var Topic = define(
 	Def{Name: "flush.messages", Type: TypeLong, Default: maxI64, Synonym: "log.flush.interval.messages", Unit: "records", Doc: "Records appended before an fsync."},
 	Def{Name: "flush.ms", Type: TypeLong, Default: maxI64, Synonym: "log.flush.interval.ms", Unit: "ms", Doc: "Time before an fsync."},
 	Def{Name: "unclean.leader.election.enable", Type: TypeBoolean, Default: "false", Synonym: "unclean.leader.election.enable", Doc: "Elect a replica outside the ISR as a last resort (its ISR becomes that replica alone, leader recovery state RECOVERING; acknowledged records may be lost)."},
-	Def{Name: "mirror.support.unclean.leader.election", Type: TypeBoolean, Default: "false", Doc: "Opt in to ULE_RECOVERY (spec §4)."},
+	Def{Name: "mirror.support.unclean.leader.election", Type: TypeBoolean, Default: "false", Doc: "Opt in to ULE_RECOVERY (spec §4). Accepted but not used yet: ULE_RECOVERY is never entered, and LOG_ALIGNMENT does not wait for the ISR (docs/mirroring.md)."},
 	Def{Name: "mirror.replication.throttled.replicas", Type: TypeList, Default: "", Doc: "Mirror partitions throttled by mirror.replication.throttled.rate: * for all, or partition:brokerID pairs; empty throttles none."},
 )
 
