@@ -22,8 +22,8 @@ package broker
 // When it is full, a new session evicts the least recently used one if that was idle
 // for more than 120 s (Kafka's MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS), else the
 // smallest session older than 120 s that has no more partitions than the new one;
-// otherwise no session is created. kmirror has no followers, so every session is a
-// consumer (unprivileged) session.
+// otherwise no session is created. Replica fetchers fetch without a session, so every
+// session is a consumer (unprivileged) session.
 
 import (
 	"math"

@@ -68,8 +68,8 @@ func (b *Broker) startTxnCoordinator() error {
 	return nil
 }
 
-// markerWriter appends transaction markers to this broker's partition logs (the
-// single-node stand-in for WriteTxnMarkers); after a marker lands in a partition of
+// markerWriter writes transaction markers: to the partitions this broker leads directly,
+// to the others' leaders as WriteTxnMarkers; after a marker lands in a partition of
 // __consumer_offsets, the group coordinator applies it to the pending transactional
 // offsets (KafkaApis.handleWriteTxnMarkersRequest → onTransactionCompleted).
 type markerWriter struct{ b *Broker }

@@ -137,7 +137,7 @@ func (c *Coordinator) OnResignation(p int32, leaderEpoch int32) {
 
 // AwaitLoaded waits until no elected partition is loading, then returns the errors of
 // the partitions whose load failed (nil when every elected partition is loaded), or
-// ctx's error. The single-node broker calls it after electing every partition at start,
+// ctx's error. A one-node cluster calls it after electing every partition at start,
 // so that it serves groups and offsets as soon as it accepts connections.
 func (c *Coordinator) AwaitLoaded(ctx context.Context) error {
 	for {

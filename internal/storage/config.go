@@ -40,8 +40,9 @@ type Config struct {
 	// replicated partition: it moves up only by Log.UpdateHighWatermark (the partition
 	// layer's ISR rule, cluster.md §2) and by Kafka's clamps (truncation, log start), and
 	// a log opened with it by Manager.Open starts at its replication-offset-checkpoint
-	// entry. False, the zero value and DefaultConfig's: the HW follows the LEO (a log with
-	// one replica: every append, truncation and open sets HW = LEO). Not a topic config.
+	// entry. False, the zero value and DefaultConfig's: the HW follows the LEO (every
+	// append, truncation and open sets HW = LEO), for logs used without a partition layer;
+	// the broker opens every log with it set. Not a topic config.
 	ExternalHighWatermark bool
 }
 

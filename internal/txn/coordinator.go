@@ -9,8 +9,8 @@
 // (transaction version 0/1: no KIP-890 part 2 epoch bump per transaction). A coordinator
 // serves the partitions of __transaction_state it is elected for (OnElection,
 // OnResignation), stamping their leader epoch on markers as the coordinator epoch; it
-// writes markers through a MarkerWriter (the single-node broker appends them to its
-// partition logs) instead of sending WriteTxnMarkers itself.
+// writes markers through a MarkerWriter (the broker's: local appends, WriteTxnMarkers to
+// other leaders) instead of sending WriteTxnMarkers itself.
 package txn
 
 import (

@@ -144,8 +144,8 @@ func (c *Coordinator) unloadLocked(p int32, part *txnPartition) {
 
 // AwaitLoaded waits until no elected partition is loading (the prepared transactions
 // found by the loads completed, or left to the timer when their markers failed), then
-// returns the errors of the partitions whose load failed, or ctx's error. The
-// single-node broker calls it after electing every partition.
+// returns the errors of the partitions whose load failed, or ctx's error. A
+// one-node cluster calls it at start, after electing every partition.
 func (c *Coordinator) AwaitLoaded(ctx context.Context) error {
 	for {
 		c.mu.Lock()
