@@ -176,9 +176,6 @@ type Controller struct {
 
 	closeOnce sync.Once
 	closeErr  error
-
-	// announce wakes announceCommits after a committed write (a quorum only).
-	announce chan struct{}
 }
 
 // newTransport returns the in-memory raft transport of the one-node mode: a single voter
@@ -244,10 +241,16 @@ func Open(opts Options) (*Controller, error) {
 	return c, nil
 }
 
-// commitTimeout is raft's CommitTimeout: how long an idle leader waits before it sends
-// followers an AppendEntries (with its commit index). A variable for the test of
-// announceCommits.
-var commitTimeout = raftTimeout
+// quorumCommitTimeout is raft's CommitTimeout with Voters: how long an idle leader
+// waits before it sends followers an AppendEntries with its commit index. hashicorp/raft's
+// heartbeats do not carry the commit index, so a committed write reaches the other nodes'
+// images only with the next AppendEntries: brokers answer Metadata from images that differ
+// for up to twice this long after each write (Kafka's KRaft leader answers its followers'
+// pending fetches as soon as its high watermark moves). 10 ms keeps that window short for
+// about a hundred empty AppendEntries a second per follower. (An extra barrier entry
+// after each write, which makes raft send at once, stalled replication to an observer
+// restarted meanwhile with hashicorp/raft v1.7.3.)
+const quorumCommitTimeout = 10 * time.Millisecond
 
 // raftConfig returns the raft configuration: 50 ms timeouts for the one-node mode, else
 // the mapping of Kafka's timeouts documented on Options.
@@ -257,8 +260,9 @@ func raftConfig(opts Options, q *quorum, logger hclog.Logger) *raft.Config {
 	cfg.HeartbeatTimeout = raftTimeout
 	cfg.ElectionTimeout = raftTimeout
 	cfg.LeaderLeaseTimeout = raftTimeout
-	cfg.CommitTimeout = commitTimeout
+	cfg.CommitTimeout = raftTimeout
 	if q != nil {
+		cfg.CommitTimeout = quorumCommitTimeout
 		cfg.HeartbeatTimeout = q.fetchTimeout
 		cfg.LeaderLeaseTimeout = q.fetchTimeout
 		cfg.ElectionTimeout = max(q.electionTimeout, q.fetchTimeout)
@@ -317,9 +321,6 @@ func (c *Controller) start(opts Options, deadline time.Time) error {
 	go c.watchImage(c.fsm.subscribe())
 
 	if c.quorum != nil {
-		c.announce = make(chan struct{}, 1)
-		c.wg.Add(1)
-		go c.announceCommits()
 		return c.startQuorum(opts, existing)
 	}
 	if err := c.checkVoter(cfg.LocalID, opts); err != nil {
@@ -430,12 +431,6 @@ func (c *Controller) Apply(ctx context.Context, recs ...Record) (*Image, error) 
 		}
 		return nil, err
 	}
-	if c.announce != nil {
-		select {
-		case c.announce <- struct{}{}:
-		default: // one is pending: it carries this commit too
-		}
-	}
 	switch v := f.Response().(type) {
 	case *Image:
 		return v, nil
@@ -443,29 +438,6 @@ func (c *Controller) Apply(ctx context.Context, recs ...Record) (*Image, error) 
 		return nil, v
 	default:
 		return nil, fmt.Errorf("metadata: unexpected apply response %T", v)
-	}
-}
-
-// announceCommits tells the other quorum members at once that a write committed. Raft
-// followers learn the leader's commit index only with its next AppendEntries, which
-// hashicorp/raft sends when a new entry arrives or after CommitTimeout of idleness, so a
-// committed write would reach the other nodes' images up to 2×CommitTimeout after the
-// active controller's: brokers would answer Metadata from images that differ for that
-// long (a client reading two brokers in turn could see a partition's leader go back).
-// A barrier entry appended right after the write makes the leader send AppendEntries now,
-// carrying the commit index, as Kafka's KRaft leader completes followers' pending fetches
-// when its high watermark moves. The barrier itself is not waited for.
-func (c *Controller) announceCommits() {
-	defer c.wg.Done()
-	for {
-		select {
-		case <-c.done:
-			return
-		case <-c.announce:
-			if c.IsLeader() {
-				c.raft.Barrier(time.Second) // enqueued only; its completion is not needed
-			}
-		}
 	}
 }
 

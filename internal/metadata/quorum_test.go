@@ -226,24 +226,6 @@ func ctxWait(t *testing.T) context.Context {
 	return ctx
 }
 
-// TestQuorumAnnouncesCommits: a committed write reaches every member's image without a
-// later write or raft's idle CommitTimeout (an hour here): the active controller sends the
-// commit index at once (announceCommits), so brokers' images do not disagree for long.
-func TestQuorumAnnouncesCommits(t *testing.T) {
-	defer func(d time.Duration) { commitTimeout = d }(commitTimeout)
-	commitTimeout = time.Hour
-	nodes := newTestQuorum(t, 3)
-	for _, n := range nodes {
-		n.start()
-	}
-	waitLeader(t, nodes)
-	for i := range 3 {
-		name := fmt.Sprintf("announced-%d", i)
-		applyOnLeader(t, nodes, TopicRecord{Name: name, ID: TopicID{byte(i + 1)}, Partitions: 1})
-		waitTopic(t, nodes, name)
-	}
-}
-
 func TestQuorumReplicatesAndFailsOver(t *testing.T) {
 	nodes := newTestQuorum(t, 3)
 	for _, n := range nodes {
