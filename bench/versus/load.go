@@ -65,9 +65,14 @@ func newClient(opts ...kgo.Opt) *kgo.Client {
 // createTopic creates topic with replication factor 1 and the given topic configs (nil:
 // the broker's defaults) and waits until its partitions have leaders.
 func createTopic(addr, topic string, partitions int, configs map[string]*string) {
+	createTopicRF(addr, topic, partitions, 1, configs)
+}
+
+// createTopicRF is createTopic with replication factor rf.
+func createTopicRF(addr, topic string, partitions, rf int, configs map[string]*string) {
 	cl := newClient(kgo.SeedBrokers(addr))
 	defer cl.Close()
-	resp, err := kadm.NewClient(cl).CreateTopic(context.Background(), int32(partitions), 1, configs, topic)
+	resp, err := kadm.NewClient(cl).CreateTopic(context.Background(), int32(partitions), int16(rf), configs, topic)
 	if err == nil {
 		err = resp.Err
 	}
