@@ -29,6 +29,14 @@
 // serving (the last node started → a Metadata response listing every broker, and → a
 // topic created with every partition led). Its results go to cluster-<date>.json and .md.
 //
+// -only replication (make bench-replication) runs, and only, the same two clusters with
+// replication factor 3, min.insync.replicas 2 and acks=all (issue 14): produce and consume
+// throughput and fixed-rate produce latency as medians of short rounds, each node's peak
+// RSS, and leader failover: a steady producer, kill -9 of the node leading the most
+// partitions that is not the active controller, and the time to the first acknowledged
+// write to each partition it led, with the same failure-detection settings for both
+// systems (replicationProps). Its results go to replication-<date>.json and .md.
+//
 // Results go to bench/results/versus-<date>.json and .md. Apache Kafka's jars come from
 // test/interop/fetch-kafka.sh. Run from the repository root: go run ./bench/versus (or
 // make bench). A benchmark, not a test: CI does not run it.
