@@ -169,6 +169,7 @@ func main() {
 	roundLatSecs := flag.Int("round-latency-seconds", 10, "-only replication: duration of each latency round")
 	failovers := flag.Int("failovers", 3, "-only replication: failover rounds (kill -9 of a partition leader)")
 	latRates := flag.String("round-latency-rates", "5000,20000", "-only replication: the records/s of the latency rounds, comma-separated")
+	linger0Rate := flag.Int("round-latency-linger0-rate", 5000, "-only replication: records/s of extra latency rounds with franz-go's ProducerLinger(0) (0: none)")
 	failRate := flag.Int("failover-rate", 2000, "-only replication: records/s of the producer during a failover round")
 	flag.StringVar(&s.MirrorProps, "mirror-props", "", "extra key=value lines (comma-separated) for kmirror's mirror.properties, e.g. fetch.max.bytes=8388608")
 	withMM2 := flag.Bool("mm2", true, "run MirrorMaker 2 (false: kmirror's mirroring figures only)")
@@ -214,7 +215,7 @@ func main() {
 			}
 			rates = append(rates, n)
 		}
-		rep := benchReplication(bin, tmp, s, rates, *nodes, *clusterParts, *rounds, *roundRecords, *latRounds, *failovers, *failRate)
+		rep := benchReplication(bin, tmp, s, rates, *linger0Rate, *nodes, *clusterParts, *rounds, *roundRecords, *latRounds, *failovers, *failRate)
 		writeResults(*out, "replication", rep, renderReplicationMarkdown(rep))
 		return
 	}

@@ -67,6 +67,7 @@ type replicationSettings struct {
 	LatencyRates      []int    `json:"latency_records_per_s"`
 	LatencySeconds    float64  `json:"latency_seconds_per_round"`
 	LatencyRounds     int      `json:"latency_rounds"`
+	Linger0Rate       int      `json:"latency_linger_0_records_per_s"` // the rate of the extra latency rounds with ProducerLinger(0); 0: none
 	Failovers         int      `json:"failover_rounds"`
 	FailoverRate      int      `json:"failover_records_per_s"`
 	FailoverClient    string   `json:"failover_client"`
@@ -95,6 +96,7 @@ type failoverRound struct {
 // rateLatency is the fixed-rate latency rounds at one rate.
 type rateLatency struct {
 	Rate     int       `json:"records_per_s"`
+	LingerMs float64   `json:"producer_linger_ms"` // franz-go's ProducerLinger: its default 10 ms, or 0
 	Rounds   []latency `json:"rounds"`
 	Achieved []float64 `json:"achieved_records_per_s"`
 	P50Ms    float64   `json:"p50_ms_median"`
@@ -129,9 +131,9 @@ type replicationReport struct {
 	Clusters   []replicationResult `json:"clusters"`
 }
 
-func benchReplication(bin, tmp string, s settings, latRates []int, nodes, partitions, rounds, records, latRounds, failovers, failRate int) replicationReport {
+func benchReplication(bin, tmp string, s settings, latRates []int, linger0Rate, nodes, partitions, rounds, records, latRounds, failovers, failRate int) replicationReport {
 	rs := replicationSettings{KafkaVersion: s.KafkaVersion, DataDir: tmp, Nodes: nodes, Partitions: partitions, ReplicationFactor: 3, MinISR: 2,
-		Rounds: rounds, Records: records, LatencyRates: latRates, LatencySeconds: s.LatencySeconds, LatencyRounds: latRounds,
+		Rounds: rounds, Records: records, LatencyRates: latRates, LatencySeconds: s.LatencySeconds, LatencyRounds: latRounds, Linger0Rate: linger0Rate,
 		Failovers: failovers, FailoverRate: failRate, FailoverClient: failoverClient, RecordBytes: recordSize, Client: s.Client,
 		KafkaJVM: jvmOpts(kafkaHeap), Properties: append(append([]string{}, commonProps...), replicationProps...), TopicConfigs: []string{"min.insync.replicas=2"}}
 	rep := replicationReport{Date: time.Now().UTC().Format(time.RFC3339), Machine: describeMachine(tmp), Settings: rs, LoadBefore: loadAverage()}
@@ -188,15 +190,31 @@ func benchReplicated(kind clusterKind, dir string, rs replicationSettings) repli
 		cm, cr = append(cm, r.Consume[i].MBps), append(cr, r.Consume[i].RecPerS)
 	}
 	r.ProduceMBps, r.ProduceRecS, r.ConsumeMBps, r.ConsumeRecS = median(pm), median(pr), median(cm), median(cr)
+	type latRun struct {
+		rate   int
+		linger float64
+	}
+	var runs []latRun
 	for _, rate := range rs.LatencyRates {
-		rl := rateLatency{Rate: rate}
+		runs = append(runs, latRun{rate, 10})
+	}
+	if rs.Linger0Rate > 0 {
+		runs = append(runs, latRun{rs.Linger0Rate, 0})
+	}
+	for _, lr := range runs {
+		rate := lr.rate
+		rl := rateLatency{Rate: rate, LingerMs: lr.linger}
+		var extra []kgo.Opt
+		if lr.linger == 0 {
+			extra = append(extra, kgo.ProducerLinger(0))
+		}
 		var l50, l99 []float64
 		for i := range rs.LatencyRounds {
-			stop := c.profile(fmt.Sprintf("%s-rf3-latency-%d-%d", kind.short, rate, i))
-			run := paced(c.addr(), "lat", "none", rate, time.Duration(rs.LatencySeconds*float64(time.Second)), 1)
+			stop := c.profile(fmt.Sprintf("%s-rf3-latency-%d-linger%.0f-%d", kind.short, rate, lr.linger, i))
+			run := paced(c.addr(), "lat", "none", rate, time.Duration(rs.LatencySeconds*float64(time.Second)), 1, extra...)
 			stop()
 			l := summarize(run.Lat)
-			logf("replication %s: latency round %d at %d records/s: p50 %.1f ms, p99 %.1f ms (achieved %.0f records/s)", kind.name, i+1, rate, l.P50Ms, l.P99Ms, run.achieved())
+			logf("replication %s: latency round %d at %d records/s, linger %.0f ms: p50 %.1f ms, p99 %.1f ms (achieved %.0f records/s)", kind.name, i+1, rate, lr.linger, l.P50Ms, l.P99Ms, run.achieved())
 			rl.Rounds, rl.Achieved = append(rl.Rounds, l), append(rl.Achieved, run.achieved())
 			l50, l99 = append(l50, l.P50Ms), append(l99, l.P99Ms)
 		}
@@ -466,8 +484,8 @@ func renderReplicationMarkdown(r replicationReport) string {
 	fmt.Fprintf(&b, "Load average (1, 5, 15 min) before the run: %s; after: %s.\n\n", r.LoadBefore, r.LoadAfter)
 	fmt.Fprintf(&b, "Each cluster: %d combined broker+controller nodes (static quorum of all of them), one process each, the same server.properties keys for both systems (%s), Apache Kafka's JVMs with %s. Every topic: %d partitions, replication factor %d, topic config `%s`; clients bootstrap from node 1. The clusters run one after the other (kmirror first), each alone on the machine; the machine is shared with other work, so each figure is the median of several short rounds.\n\n",
 		s.Nodes, "`"+strings.Join(s.Properties, "`, `")+"`", strings.Join(s.KafkaJVM[:2], " "), s.Partitions, s.ReplicationFactor, strings.Join(s.TopicConfigs, ","))
-	fmt.Fprintf(&b, "Throughput: %d rounds, each producing %d records as fast as one client goes into a fresh topic, then consuming them. Latency: %d rounds of %.0f s at each of %s records/s by one client (Produce call → acknowledgement; “achieved” is the rate the client kept: below the target, records waited in its buffer and the latency includes that wait). Failover: %d rounds; in each, a producer writes %d records/s spread evenly over the %d partitions of one topic (%s); after 3 s the node leading the most partitions that is not the active controller (DescribeQuorum) is killed with SIGKILL; measured per partition it led is kill → the first acknowledged write to it after the process was gone; the node is then restarted and the next round waits for every ISR to be full.\n\n",
-		s.Rounds, s.Records, s.LatencyRounds, s.LatencySeconds, intList(s.LatencyRates, " and "), s.Failovers, s.FailoverRate, s.Partitions, s.FailoverClient)
+	fmt.Fprintf(&b, "Throughput: %d rounds, each producing %d records as fast as one client goes into a fresh topic, then consuming them. Latency: %d rounds of %.0f s at each of %s records/s by one client (Produce call → acknowledgement; “achieved” is the rate the client kept: below the target, records waited in its buffer and the latency includes that wait), with franz-go's default 10 ms linger (the goal rows)%s. Failover: %d rounds; in each, a producer writes %d records/s spread evenly over the %d partitions of one topic (%s); after 3 s the node leading the most partitions that is not the active controller (DescribeQuorum) is killed with SIGKILL; measured per partition it led is kill → the first acknowledged write to it after the process was gone; the node is then restarted and the next round waits for every ISR to be full.\n\n",
+		s.Rounds, s.Records, s.LatencyRounds, s.LatencySeconds, intList(s.LatencyRates, " and "), linger0(s.Linger0Rate), s.Failovers, s.FailoverRate, s.Partitions, s.FailoverClient)
 	if len(r.Clusters) != 2 {
 		return b.String()
 	}
@@ -509,10 +527,16 @@ func renderReplicationMarkdown(r replicationReport) string {
 	}
 	for i := range min(len(k.Latency), len(a.Latency)) {
 		kl, al := k.Latency[i], a.Latency[i]
-		row(fmt.Sprintf("produce latency p50 ms at %d records/s (median of %d rounds)", kl.Rate, len(kl.Rounds)), kl.P50Ms, al.P50Ms, "")
-		row(fmt.Sprintf("produce latency p99 ms at %d records/s (median)", kl.Rate), kl.P99Ms, al.P99Ms, "≤ 0.5")
-		fmt.Fprintf(&b, "| p50; p99 ms at %d records/s, each round | %s; %s | %s; %s | | |\n", kl.Rate, lat(kl.Rounds, false), lat(kl.Rounds, true), lat(al.Rounds, false), lat(al.Rounds, true))
-		fmt.Fprintf(&b, "| achieved records/s at %d records/s, each round | %s | %s | | |\n", kl.Rate, list(kl.Achieved), list(al.Achieved))
+		at := fmt.Sprintf("%d records/s", kl.Rate)
+		goal := "≤ 0.5"
+		if kl.LingerMs == 0 {
+			at += ", linger 0"
+			goal = ""
+		}
+		row(fmt.Sprintf("produce latency p50 ms at %s (median of %d rounds)", at, len(kl.Rounds)), kl.P50Ms, al.P50Ms, "")
+		row(fmt.Sprintf("produce latency p99 ms at %s (median)", at), kl.P99Ms, al.P99Ms, goal)
+		fmt.Fprintf(&b, "| p50; p99 ms at %s, each round | %s; %s | %s; %s | | |\n", at, lat(kl.Rounds, false), lat(kl.Rounds, true), lat(al.Rounds, false), lat(al.Rounds, true))
+		fmt.Fprintf(&b, "| achieved records/s at %s, each round | %s | %s | | |\n", at, list(kl.Achieved), list(al.Achieved))
 	}
 	row("peak RSS MB (VmHWM), largest node", k.maxRSS(), a.maxRSS(), "")
 	fmt.Fprintf(&b, "| peak RSS MB of each node, in node.id order | %s | %s | | |\n", list(k.PeakRSSMB), list(a.PeakRSSMB))
@@ -559,4 +583,12 @@ func intList(vs []int, sep string) string {
 		parts[i] = fmt.Sprint(v)
 	}
 	return strings.Join(parts, sep)
+}
+
+// linger0 describes the extra latency rounds without linger (none for rate 0).
+func linger0(rate int) string {
+	if rate <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(", then as many at %d records/s with `ProducerLinger(0)`, which leaves the client's own batching wait out", rate)
 }
