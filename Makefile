@@ -76,7 +76,7 @@ bench-cluster:
 # of short rounds), each node's peak RSS, and leader failover (kill -9 of a partition
 # leader under a steady producer → the first acknowledged write to each partition it led;
 # broker.session.timeout.ms and the other failure-detection keys set the same for both).
-# About 10 minutes on 2 cores; writes bench/results/replication-<date>.{json,md}.
+# About 7 minutes on 2 cores; writes bench/results/replication-<date>.{json,md}.
 # A benchmark, not a test: CI does not run it.
 bench-replication:
 	$(GO) run ./bench/versus -only replication $(BENCH_FLAGS)
