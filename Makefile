@@ -4,7 +4,7 @@ BIN := bin/kmirror
 # Packages whose state is shared between goroutines run under the race detector.
 RACE_PKGS := ./internal/wire/... ./internal/netmux/... ./internal/storage/... ./internal/partition/... ./internal/metadata/... ./internal/controller/... ./internal/group/... ./internal/txn/... ./internal/mirror/... ./internal/broker/...
 
-.PHONY: build test unit race fuzz checks lint deps docs bench bench-cluster interop bench-broker clients
+.PHONY: build test unit race fuzz checks lint deps docs bench bench-cluster bench-replication interop bench-broker clients
 
 build:
 	$(GO) build -o $(BIN) ./cmd/kmirror
@@ -69,3 +69,14 @@ bench:
 # A benchmark, not a test: CI does not run it.
 bench-cluster:
 	$(GO) run ./bench/versus -only cluster $(BENCH_FLAGS)
+
+# bench-replication runs bench/versus -only replication (issue 14): the same two 3-node
+# clusters, one after the other, with replication factor 3, min.insync.replicas 2, acks=all
+# and 1 KiB records: produce and consume throughput and fixed-rate produce latency (medians
+# of short rounds), each node's peak RSS, and leader failover (kill -9 of a partition
+# leader under a steady producer → the first acknowledged write to each partition it led;
+# broker.session.timeout.ms and the other failure-detection keys set the same for both).
+# About 7 minutes on 2 cores; writes bench/results/replication-<date>.{json,md}.
+# A benchmark, not a test: CI does not run it.
+bench-replication:
+	$(GO) run ./bench/versus -only replication $(BENCH_FLAGS)

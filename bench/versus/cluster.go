@@ -132,8 +132,9 @@ var commonProps = []string{
 // clusterProps is the server.properties of node i (0-based; node.id i+1) of a cluster of
 // combined broker+controller nodes with PLAINTEXT listeners addrs and CONTROLLER
 // listeners ctrls: a static quorum of every node (controller.quorum.voters), as
-// docs/cluster.md configures kmirror and Apache Kafka 4.x accepts.
-func clusterProps(i int, addrs, ctrls []string, logDir string) string {
+// docs/cluster.md configures kmirror and Apache Kafka 4.x accepts; extra lines follow
+// commonProps.
+func clusterProps(i int, addrs, ctrls []string, logDir string, extra []string) string {
 	voters := make([]string, len(ctrls))
 	for j, c := range ctrls {
 		voters[j] = fmt.Sprintf("%d@%s", j+1, c)
@@ -146,7 +147,7 @@ func clusterProps(i int, addrs, ctrls []string, logDir string) string {
 		"advertised.listeners=PLAINTEXT://" + addrs[i],
 		"log.dirs=" + logDir,
 	}, commonProps...)
-	return strings.Join(lines, "\n") + "\n"
+	return strings.Join(append(lines, extra...), "\n") + "\n"
 }
 
 // newClusterID is a random cluster ID as kafka-storage random-uuid makes them (16 random
@@ -198,8 +199,15 @@ func kafkaKind(version string) clusterKind {
 // cluster is the running nodes of one system.
 type cluster struct {
 	name    string
+	kind    clusterKind
+	confs   []string // each node's server.properties
 	nodes   []*proc
 	started time.Time // when the last node was started
+}
+
+// restart starts node i (0-based) again on its configuration and data, after it exited.
+func (c *cluster) restart(i int) {
+	c.nodes[i] = launch(fmt.Sprintf("node%d", i+1), c.nodes[i].addr, filepath.Join(filepath.Dir(c.confs[i]), fmt.Sprintf("server-%d.log", time.Now().UnixNano())), c.kind.run(c.confs[i]))
 }
 
 // addr is the bootstrap address the benchmark's clients use: node 1's listener (the
@@ -252,8 +260,9 @@ func (c *cluster) profile(name string) func() {
 }
 
 // startCluster formats n nodes of kind under dir/node<i> with one new cluster ID (not
-// timed), starts them one after the other and returns once they run.
-func startCluster(kind clusterKind, dir string, n int) *cluster {
+// timed), starts them one after the other and returns once they run. extra are
+// server.properties lines of every node after commonProps.
+func startCluster(kind clusterKind, dir string, n int, extra []string) *cluster {
 	addrs, ctrls := make([]string, n), make([]string, n)
 	for i := range n {
 		addrs[i], ctrls[i] = freeAddr(), freeAddr()
@@ -264,12 +273,12 @@ func startCluster(kind clusterKind, dir string, n int) *cluster {
 		nd := filepath.Join(dir, fmt.Sprintf("node%d", i+1))
 		must(os.MkdirAll(nd, 0o755))
 		confs[i] = filepath.Join(nd, "server.properties")
-		must(os.WriteFile(confs[i], []byte(clusterProps(i, addrs, ctrls, filepath.Join(nd, "data"))), 0o644))
+		must(os.WriteFile(confs[i], []byte(clusterProps(i, addrs, ctrls, filepath.Join(nd, "data"), extra)), 0o644))
 		if out, err := kind.format(id, confs[i]).CombinedOutput(); err != nil {
 			fatalf("%s: format node %d: %v\n%s", kind.name, i+1, err, out)
 		}
 	}
-	c := &cluster{name: kind.name}
+	c := &cluster{name: kind.name, kind: kind, confs: confs}
 	for i := range n {
 		c.nodes = append(c.nodes, launch(fmt.Sprintf("node%d", i+1), addrs[i], filepath.Join(filepath.Dir(confs[i]), "server.log"), kind.run(confs[i])))
 	}
@@ -301,9 +310,9 @@ func brokersListed(addr string) int {
 
 // waitServing measures the start-up to serving: polls every node's Metadata (every
 // 10 ms) until one lists every node as a broker, then creates topic (replication factor
-// 1, retried every 10 ms until CreateTopics succeeds) and polls until every partition's
-// leader answers ListOffsets. Both times are from c.started.
-func waitServing(c *cluster, topic string, partitions int) (r startup) {
+// rf with configs, retried every 10 ms until CreateTopics succeeds) and polls until every
+// partition's leader answers ListOffsets. Both times are from c.started.
+func waitServing(c *cluster, topic string, partitions, rf int, configs map[string]*string) (r startup) {
 	deadline := c.started.Add(3 * time.Minute)
 	for n := 0; n < len(c.nodes); {
 		c.alive()
@@ -325,7 +334,7 @@ func waitServing(c *cluster, topic string, partitions int) (r startup) {
 	adm := kadm.NewClient(cl)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		resp, err := adm.CreateTopic(ctx, int32(partitions), 1, nil, topic)
+		resp, err := adm.CreateTopic(ctx, int32(partitions), int16(rf), configs, topic)
 		cancel()
 		if err == nil {
 			err = resp.Err
@@ -395,8 +404,8 @@ func benchCluster(kind clusterKind, dir string, cs clusterSettings) clusterResul
 			r.Startups[i-1].StopS = c.stop()
 		}
 		logf("cluster %s: formatting and starting %d nodes (start-up %d of %d)", kind.name, cs.Nodes, i+1, max(1, cs.Startups))
-		c = startCluster(kind, filepath.Join(dir, fmt.Sprintf("start%d", i+1)), cs.Nodes)
-		st := waitServing(c, topic, cs.Partitions)
+		c = startCluster(kind, filepath.Join(dir, fmt.Sprintf("start%d", i+1)), cs.Nodes, nil)
+		st := waitServing(c, topic, cs.Partitions, 1, nil)
 		logf("cluster %s: %d brokers listed after %.2fs, topic %s created and led after %.2fs", kind.name, cs.Nodes, st.MetadataS, topic, st.TopicS)
 		r.Startups = append(r.Startups, st)
 		meta, topicS = append(meta, st.MetadataS), append(topicS, st.TopicS)

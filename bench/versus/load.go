@@ -65,9 +65,14 @@ func newClient(opts ...kgo.Opt) *kgo.Client {
 // createTopic creates topic with replication factor 1 and the given topic configs (nil:
 // the broker's defaults) and waits until its partitions have leaders.
 func createTopic(addr, topic string, partitions int, configs map[string]*string) {
+	createTopicRF(addr, topic, partitions, 1, configs)
+}
+
+// createTopicRF is createTopic with replication factor rf.
+func createTopicRF(addr, topic string, partitions, rf int, configs map[string]*string) {
 	cl := newClient(kgo.SeedBrokers(addr))
 	defer cl.Close()
-	resp, err := kadm.NewClient(cl).CreateTopic(context.Background(), int32(partitions), 1, configs, topic)
+	resp, err := kadm.NewClient(cl).CreateTopic(context.Background(), int32(partitions), int16(rf), configs, topic)
 	if err == nil {
 		err = resp.Err
 	}
@@ -171,7 +176,8 @@ var stampedValues = sync.Pool{New: func() any { b := make([]byte, recordSize); r
 // the Produce call. It stops handing out records once d has passed, even when it is
 // behind (a client blocks when 20000 records are buffered), so the achieved rate can be
 // below perSec: the caller reads it from the result. Every record must be acknowledged.
-func paced(addr, topic, codec string, perSec int, d time.Duration, clients int) pacedRun {
+// extra are client options after producerOpts.
+func paced(addr, topic, codec string, perSec int, d time.Duration, clients int, extra ...kgo.Opt) pacedRun {
 	clients = max(1, min(clients, perSec))
 	ctx := context.Background()
 	var acks, producers sync.WaitGroup
@@ -180,7 +186,7 @@ func paced(addr, topic, codec string, perSec int, d time.Duration, clients int) 
 	lats := make([][]time.Duration, clients)
 	start := time.Now()
 	for w := range clients {
-		cl := newClient(append(producerOpts(addr, codec), kgo.DefaultProduceTopic(topic))...)
+		cl := newClient(append(append(producerOpts(addr, codec), kgo.DefaultProduceTopic(topic)), extra...)...)
 		defer cl.Close()
 		share := perSec / clients
 		if w < perSec%clients {

@@ -29,6 +29,14 @@
 // serving (the last node started → a Metadata response listing every broker, and → a
 // topic created with every partition led). Its results go to cluster-<date>.json and .md.
 //
+// -only replication (make bench-replication) runs, and only, the same two clusters with
+// replication factor 3, min.insync.replicas 2 and acks=all (issue 14): produce and consume
+// throughput and fixed-rate produce latency as medians of short rounds, each node's peak
+// RSS, and leader failover: a steady producer, kill -9 of the node leading the most
+// partitions that is not the active controller, and the time to the first acknowledged
+// write to each partition it led, with the same failure-detection settings for both
+// systems (replicationProps). Its results go to replication-<date>.json and .md.
+//
 // Results go to bench/results/versus-<date>.json and .md. Apache Kafka's jars come from
 // test/interop/fetch-kafka.sh. Run from the repository root: go run ./bench/versus (or
 // make bench). A benchmark, not a test: CI does not run it.
@@ -41,6 +49,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -150,18 +159,26 @@ func main() {
 	lagSecs := flag.Int("lag-seconds", 20, "duration of each steady-state lag run")
 	flag.StringVar(&s.MM2Target, "mm2-target", "kmirror", "MirrorMaker 2 destination: kmirror or kafka")
 	out := flag.String("out", "bench/results", "directory for the results")
-	only := flag.String("only", "", "run only 'broker' or 'mirror', or 'cluster': a 3-node kmirror cluster against a 3-node Apache Kafka cluster alone (not part of the default run; results in cluster-<date>.{json,md})")
+	only := flag.String("only", "", "run only 'broker' or 'mirror', or 'cluster': a 3-node kmirror cluster against a 3-node Apache Kafka cluster alone (not part of the default run; results in cluster-<date>.{json,md}), or 'replication': the same clusters with replication factor 3, min.insync.replicas 2 and leader failover (results in replication-<date>.{json,md})")
 	nodes := flag.Int("nodes", 3, "nodes of each cluster of -only cluster")
 	clusterParts := flag.Int("cluster-partitions", 12, "partitions of the topics of -only cluster")
 	startups := flag.Int("startups", 3, "start-ups of a fresh cluster per system of -only cluster (the median is reported; the last cluster is measured)")
+	rounds := flag.Int("rounds", 3, "-only replication: produce-then-consume rounds (the median is reported)")
+	roundRecords := flag.Int("round-records", 100000, "-only replication: records of each produce round")
+	latRounds := flag.Int("latency-rounds", 3, "-only replication: fixed-rate latency rounds of -round-latency-seconds at -latency-rate")
+	roundLatSecs := flag.Int("round-latency-seconds", 10, "-only replication: duration of each latency round")
+	failovers := flag.Int("failovers", 3, "-only replication: failover rounds (kill -9 of a partition leader)")
+	latRates := flag.String("round-latency-rates", "5000,20000", "-only replication: the records/s of the latency rounds, comma-separated")
+	linger0Rate := flag.Int("round-latency-linger0-rate", 5000, "-only replication: records/s of extra latency rounds with franz-go's ProducerLinger(0) (0: none)")
+	failRate := flag.Int("failover-rate", 2000, "-only replication: records/s of the producer during a failover round")
 	flag.StringVar(&s.MirrorProps, "mirror-props", "", "extra key=value lines (comma-separated) for kmirror's mirror.properties, e.g. fetch.max.bytes=8388608")
 	withMM2 := flag.Bool("mm2", true, "run MirrorMaker 2 (false: kmirror's mirroring figures only)")
 	tuned1 := flag.Bool("tuned1", true, fmt.Sprintf("also mirror a second 1-partition uncompressed backlog with a second mirror whose fetch.max.bytes is %d", tunedFetchMaxBytes))
 	flag.StringVar(&perfDir, "perf", "", "directory for `perf record` profiles of kmirror's consume and mirror catch-up windows")
 	keep := flag.Bool("keep", false, "keep the temp directory (data and logs of every process) instead of removing it")
 	flag.Parse()
-	if *only != "" && *only != "broker" && *only != "mirror" && *only != "cluster" {
-		fatalf("-only %q: expected broker, mirror or cluster", *only)
+	if *only != "" && *only != "broker" && *only != "mirror" && *only != "cluster" && *only != "replication" {
+		fatalf("-only %q: expected broker, mirror, cluster or replication", *only)
 	}
 	s.LatencySeconds, s.LagSeconds, s.RecordBytes = float64(*latSecs), float64(*lagSecs), recordSize
 	if *tuned1 {
@@ -188,6 +205,20 @@ func main() {
 	kafkaJava, err = kafkaproc.NewJava(strings.TrimSpace(string(o)), tmp)
 	must(err)
 
+	if *only == "replication" {
+		s.LatencySeconds = float64(*roundLatSecs)
+		var rates []int
+		for _, f := range strings.Split(*latRates, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n <= 0 {
+				fatalf("-round-latency-rates %q: %v", *latRates, err)
+			}
+			rates = append(rates, n)
+		}
+		rep := benchReplication(bin, tmp, s, rates, *linger0Rate, *nodes, *clusterParts, *rounds, *roundRecords, *latRounds, *failovers, *failRate)
+		writeResults(*out, "replication", rep, renderReplicationMarkdown(rep))
+		return
+	}
 	if *only == "cluster" {
 		rep := benchClusters(bin, tmp, s, *nodes, *clusterParts, *startups)
 		writeResults(*out, "cluster", rep, renderClusterMarkdown(rep))

@@ -23,6 +23,27 @@ type fetchState struct {
 	gen         uint64    // changes whenever the partition is (re)added: answers for an older gen are dropped
 	delayUntil  time.Time // after an error: fetch again from then
 	fenced      bool      // FENCED_LEADER_EPOCH: wait for a newer leader epoch (Follow)
+	notLeader   int       // consecutive NOT_LEADER_OR_FOLLOWER / UNKNOWN_LEADER_EPOCH answers (notLeaderBackoff)
+}
+
+// notLeaderFirstBackoff is the first pause after the leader answers a partition with
+// NOT_LEADER_OR_FOLLOWER or UNKNOWN_LEADER_EPOCH; it doubles with each such answer in a
+// row, up to replica.fetch.backoff.ms.
+const notLeaderFirstBackoff = 20 * time.Millisecond
+
+// notLeaderBackoff is the pause after the n-th (from 0) NOT_LEADER_OR_FOLLOWER or
+// UNKNOWN_LEADER_EPOCH answer in a row: 20 ms doubling up to max. After a failover the
+// surviving follower often applies the new leadership from the metadata log a moment
+// before the new leader does and fetches from it first; the leader answers so until it
+// applies the same record, milliseconds later. Kafka waits replica.fetch.backoff.ms (1 s)
+// there, during which the new leader's high watermark, and so every acks=all write to
+// the partition, waits for this follower. A leader that really is not (this follower's
+// metadata is stale) is retried at that full pause after about 1.3 s.
+func notLeaderBackoff(n int, max time.Duration) time.Duration {
+	if n >= 16 {
+		return max
+	}
+	return min(max, notLeaderFirstBackoff<<n)
 }
 
 // fetcher fetches a set of partitions from one leader over its own connection, one
@@ -258,6 +279,17 @@ func (f *fetcher) process(ctx context.Context, cl *kgo.Client, resp *kmsg.FetchR
 				continue // stale fetch state
 			}
 			retryIn := f.processPartition(ctx, cl, s, rp)
+			switch rp.ErrorCode {
+			case kerr.NotLeaderForPartition.Code, kerr.UnknownLeaderEpoch.Code:
+				f.mu.Lock()
+				retryIn = notLeaderBackoff(st.notLeader, f.m.opts.Backoff)
+				st.notLeader++
+				f.mu.Unlock()
+			case 0:
+				f.mu.Lock()
+				st.notLeader = 0
+				f.mu.Unlock()
+			}
 			if retryIn > 0 {
 				f.mu.Lock()
 				st.delayUntil = time.Now().Add(retryIn)
@@ -290,8 +322,9 @@ func (f *fetcher) processPartition(ctx context.Context, cl *kgo.Client, s sent, 
 	case kerr.FencedLeaderEpoch:
 		return 0 // fenced: process marks it
 	default:
-		// NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_*, storage errors:
-		// the metadata will move the partition, or the leader catches up.
+		// NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH (process shortens their pause:
+		// notLeaderBackoff), UNKNOWN_TOPIC_*, storage errors: the metadata will move the
+		// partition, or the leader catches up.
 		log.Debug("fetch error; retrying", "err", err)
 		return backoff
 	}
