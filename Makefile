@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin/kmirror
 # Packages whose state is shared between goroutines run under the race detector.
-RACE_PKGS := ./internal/wire/... ./internal/netmux/... ./internal/storage/... ./internal/partition/... ./internal/metadata/... ./internal/controller/... ./internal/group/... ./internal/txn/... ./internal/mirror/... ./internal/broker/...
+RACE_PKGS := ./internal/wire/... ./internal/netmux/... ./internal/storage/... ./internal/partition/... ./internal/replication/... ./internal/metadata/... ./internal/controller/... ./internal/group/... ./internal/txn/... ./internal/mirror/... ./internal/broker/...
 
 .PHONY: build test unit race fuzz checks lint deps docs bench bench-cluster bench-replication interop bench-broker clients
 

@@ -468,7 +468,7 @@ func TestSnapshotSkippedForOrphanTransaction(t *testing.T) {
 // opened after a clean shutdown, from indexes and snapshots, have the segment state, the
 // offsets, the time lookups and the producer state of the same files recovered in full.
 func TestCleanOpenEqualsRecovery(t *testing.T) {
-	for seed := int64(1); seed <= 400; seed++ {
+	for seed := int64(1); seed <= 100; seed++ {
 		rng := rand.New(rand.NewSource(seed))
 		data := filepath.Join(t.TempDir(), "data")
 		cfg := smallConfig()
