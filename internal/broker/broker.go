@@ -298,6 +298,7 @@ func (b *Broker) startController() {
 	b.ctrl = controller.New(b.meta, controller.Options{
 		NodeID:              b.nodeID,
 		SessionTimeout:      time.Duration(b.cfg.Int64("broker.session.timeout.ms")) * time.Millisecond,
+		HeartbeatInterval:   time.Duration(b.cfg.Int64("broker.heartbeat.interval.ms")) * time.Millisecond,
 		Combined:            b.node.Roles.Broker,
 		Incarnation:         incarnation,
 		AdoptUnassigned:     b.node.Legacy,

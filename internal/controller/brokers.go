@@ -170,9 +170,11 @@ func (c *Controller) Heartbeat(ctx context.Context, req *kmsg.BrokerHeartbeatReq
 	}
 	c.mu.Lock()
 	s := newSession(req.CurrentMetadataOffset)
-	if old := c.sessions[b.ID]; old != nil {
+	old := c.sessions[b.ID]
+	if old != nil {
 		s.shutdownOffset = old.shutdownOffset
 	}
+	c.watchConnection(ctx, b.ID, s, old)
 	c.sessions[b.ID] = s
 	c.mu.Unlock()
 	caughtUp := req.CurrentMetadataOffset >= b.Epoch

@@ -44,6 +44,12 @@ type Options struct {
 	// SessionTimeout is broker.session.timeout.ms: a broker without a heartbeat for this
 	// long is fenced.
 	SessionTimeout time.Duration
+	// HeartbeatInterval is broker.heartbeat.interval.ms. A broker whose heartbeats came
+	// over a connection that closed (its process died: the kernel closes its sockets) and
+	// that has not heartbeated again within twice this (at most SessionTimeout) is fenced
+	// then, without waiting out the session (see docs/cluster.md). Zero: only the session
+	// timeout fences.
+	HeartbeatInterval time.Duration
 	// UncleanLeaderElection is this node's static unclean.leader.election.enable, the
 	// default of topics that set none when no dynamic broker config does either.
 	UncleanLeaderElection bool
@@ -113,6 +119,11 @@ type session struct {
 	// controlled shutdown, −1 when none (Kafka's controlledShutdownOffset): the broker may
 	// stop once every active broker has applied it.
 	shutdownOffset int64
+	// conn is the Done channel of the connection that carried the broker's heartbeats
+	// (nil when they come in-process), watched by watchConnection; connLost is when that
+	// connection closed, zero while it is open.
+	conn     <-chan struct{}
+	connLost time.Time
 }
 
 // newSession is the session of a broker heard from now at metadata offset offset.
@@ -283,15 +294,54 @@ func (c *Controller) fenceExpired(ctx context.Context) {
 		c.mu.Lock()
 		s := c.sessions[id]
 		expired := s == nil || now.Sub(s.lastContact) > c.opts.SessionTimeout
+		lost := !expired && c.connectionLost(s, now)
 		c.mu.Unlock()
-		if !expired {
+		switch {
+		case expired:
+			c.log.Warn("fencing broker: no heartbeat within broker.session.timeout.ms", "broker", id, "session.timeout", c.opts.SessionTimeout)
+		case lost:
+			c.log.Warn("fencing broker: its controller connection closed and no heartbeat followed within twice broker.heartbeat.interval.ms",
+				"broker", id, "heartbeat.interval", c.opts.HeartbeatInterval)
+		default:
 			continue
 		}
-		c.log.Warn("fencing broker: no heartbeat within broker.session.timeout.ms", "broker", id, "session.timeout", c.opts.SessionTimeout)
 		if _, err := c.apply(ctx, "fencing an expired broker", c.fence(im, b)); err == nil {
 			im = c.q.Image()
 		}
 	}
+}
+
+// connectionLost reports whether the connection of s's heartbeats closed more than the
+// grace (twice HeartbeatInterval, at most SessionTimeout) before now, with no heartbeat
+// since. mu held.
+func (c *Controller) connectionLost(s *session, now time.Time) bool {
+	if c.opts.HeartbeatInterval <= 0 || s.connLost.IsZero() {
+		return false
+	}
+	return now.Sub(s.connLost) > min(2*c.opts.HeartbeatInterval, c.opts.SessionTimeout)
+}
+
+// watchConnection makes s, the session of broker id just renewed by a heartbeat that
+// arrived with ctx (its connection's context, which ends when the connection closes),
+// follow that connection: a new connection is watched once, and its end stamps connLost
+// on the session then current, if it still follows that connection. old is the
+// session s replaces. mu held.
+func (c *Controller) watchConnection(ctx context.Context, id int32, s, old *session) {
+	if old != nil {
+		s.conn = old.conn
+	}
+	done := ctx.Done()
+	if done == nil || done == s.conn {
+		return
+	}
+	s.conn = done
+	context.AfterFunc(ctx, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if cur := c.sessions[id]; cur != nil && cur.conn == done {
+			cur.connLost = time.Now()
+		}
+	})
 }
 
 // fence returns the records that fence broker b and move its leaderships and ISR

@@ -59,3 +59,59 @@ func TestReplicationRF3(t *testing.T) {
 		})
 	}
 }
+
+// TestKilledBrokerFencedOnConnectionLoss: a broker killed with SIGKILL is fenced once its
+// controller connection has closed and no heartbeat followed within twice
+// broker.heartbeat.interval.ms, without waiting out broker.session.timeout.ms (ten minutes
+// here, longer than the test waits): its leaderships move to the other ISR members, it
+// leaves every ISR, and acks=all writes go on.
+func TestKilledBrokerFencedOnConnectionLoss(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Spec{Combined: 3, Props: map[string]string{"broker.session.timeout.ms": "600000"}})
+	adm := kadm.NewClient(c.Client([]string{c.Nodes[0].Addr}))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const topic, partitions = "fenced-on-close", 3
+	resp, err := adm.CreateTopic(ctx, partitions, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatalf("CreateTopics RF 3: %v", err)
+	}
+	c.WaitLeaders(topic)
+	active := c.ActiveController()
+	var victim, survivor *clustertest.Node
+	for _, n := range c.Nodes {
+		switch {
+		case n == active:
+			survivor = n
+		case victim == nil:
+			victim = n
+		}
+	}
+	victim.Kill()
+	clustertest.Eventually(t, 60*time.Second, func() (bool, string) {
+		md, err := clustertest.Metadata(survivor.Addr, topic)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, b := range md.Brokers {
+			if b.NodeID == victim.ID {
+				return false, fmt.Sprintf("killed broker %d is still listed (unfenced)", victim.ID)
+			}
+		}
+		for _, p := range md.Topics[0].Partitions {
+			if p.Leader == victim.ID || p.Leader < 0 {
+				return false, fmt.Sprintf("%s-%d is led by %d", topic, p.Partition, p.Leader)
+			}
+			for _, r := range p.ISR {
+				if r == victim.ID {
+					return false, fmt.Sprintf("%s-%d keeps killed broker %d in its ISR %v", topic, p.Partition, victim.ID, p.ISR)
+				}
+			}
+		}
+		return true, ""
+	})
+	cl := c.Client([]string{survivor.Addr}, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic(topic))
+	produceSync(t, cl, topic, []string{"after-1", "after-2", "after-3"})
+}
