@@ -31,6 +31,9 @@ func partStates(addr string, topics ...string) (map[string]partState, error) {
 	}
 	got := map[string]partState{}
 	for _, mt := range m.Topics {
+		if mt.ErrorCode != 0 || len(mt.Partitions) == 0 {
+			return nil, fmt.Errorf("metadata of %s: error %d, %d partitions", *mt.Topic, mt.ErrorCode, len(mt.Partitions))
+		}
 		for _, mp := range mt.Partitions {
 			isr := slices.Clone(mp.ISR)
 			slices.Sort(isr)
