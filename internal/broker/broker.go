@@ -379,6 +379,13 @@ func (b *Broker) startReplicas() error {
 		NodeID: b.nodeID, Logs: b.logs, Config: b.storageConfig, OnChange: b.onLeadershipChange, Logger: b.logger,
 	}))
 	b.goBackground(func() { b.rm.Run(b.ctx) })
+	// Subscribed before the image is read: an image applied by the metadata log while
+	// the partitions open (a restart's catch-up) wakes the loop below. Subscribed after,
+	// its notification was lost, and on a quiet log (the controller writes nothing
+	// until this broker, fenced, reports that offset) the replica manager's image —
+	// the offset the heartbeats report — never caught up, so the broker was never
+	// unfenced.
+	sub := b.meta.Subscribe()
 	im := b.meta.Image()
 	if err := b.rm.DeleteStray(im, func(topic string) bool { return topic == metadataTopic }); err != nil {
 		return err
@@ -386,7 +393,6 @@ func (b *Broker) startReplicas() error {
 	if err := b.rm.Apply(im); err != nil {
 		b.logger.Error("opening partition logs", "err", err)
 	}
-	sub := b.meta.Subscribe()
 	b.goBackground(func() {
 		for {
 			select {

@@ -220,6 +220,11 @@ func (b *Broker) fetchPartition(part *partition.Partition, d *fetchData, k kafka
 	}
 	if err != nil {
 		sp.ErrorCode = partitionError(err).Code
+		if errors.Is(err, partition.ErrNotReplica) && rp.CurrentLeaderEpoch >= 0 {
+			// Kafka's followerReplicaOrThrow: the (replica, leader epoch) pair is not
+			// known yet (a reassignment may be adding it), so the follower retries.
+			sp.ErrorCode = kerr.UnknownLeaderEpoch.Code
+		}
 		return 0, true
 	}
 	if rp.LastFetchedEpoch >= 0 {

@@ -20,7 +20,7 @@ func partitionError(err error) *kerr.Error {
 	switch {
 	case errors.Is(err, partition.ErrUnknownTopicOrPartition), errors.Is(err, storage.ErrClosed):
 		return kerr.UnknownTopicOrPartition
-	case errors.Is(err, partition.ErrNotLeader), errors.Is(err, partition.ErrNotReplica):
+	case errors.Is(err, partition.ErrNotLeader), errors.Is(err, partition.ErrNotReplica), errors.Is(err, partition.ErrStaleBrokerEpoch):
 		return kerr.NotLeaderForPartition
 	case errors.Is(err, partition.ErrNotEnoughReplicas):
 		return kerr.NotEnoughReplicas

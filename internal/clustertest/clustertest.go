@@ -443,6 +443,38 @@ func (n *Node) Kill() {
 	n.stop(syscall.SIGKILL, 0)
 }
 
+// Pause stops the node's process with SIGSTOP (it keeps its sockets and state but does
+// nothing until Resume); a stopped node is left alone.
+func (n *Node) Pause() {
+	if p := n.current(); p != nil {
+		p.cmd.Process.Signal(syscall.SIGSTOP)
+	}
+}
+
+// Resume continues a paused process with SIGCONT.
+func (n *Node) Resume() {
+	if p := n.current(); p != nil {
+		p.cmd.Process.Signal(syscall.SIGCONT)
+	}
+}
+
+// BrokerEpoch is the broker epoch the node's current process last registered with, as
+// it logged it ("registered with the controller ... brokerEpoch=N"); −1 before that.
+func (n *Node) BrokerEpoch() int64 {
+	epoch := int64(-1)
+	for _, line := range strings.Split(n.Output(), "\n") {
+		if !strings.Contains(line, "registered with the controller") {
+			continue
+		}
+		if _, v, ok := strings.Cut(line, "brokerEpoch="); ok {
+			if e, err := strconv.ParseInt(strings.Fields(v)[0], 10, 64); err == nil {
+				epoch = e
+			}
+		}
+	}
+	return epoch
+}
+
 // Term sends SIGTERM and waits (up to timeout) for the process to exit, returning its
 // output and exit error (nil for exit status 0). A process still running at the timeout
 // is killed and the test fails.

@@ -247,9 +247,7 @@ func Open(opts Options) (*Controller, error) {
 // images only with the next AppendEntries: brokers answer Metadata from images that differ
 // for up to twice this long after each write (Kafka's KRaft leader answers its followers'
 // pending fetches as soon as its high watermark moves). 10 ms keeps that window short for
-// about a hundred empty AppendEntries a second per follower. (An extra barrier entry
-// after each write, which makes raft send at once, stalled replication to an observer
-// restarted meanwhile with hashicorp/raft v1.7.3.)
+// about a hundred empty AppendEntries a second per follower.
 const quorumCommitTimeout = 10 * time.Millisecond
 
 // raftConfig returns the raft configuration: 50 ms timeouts for the one-node mode, else

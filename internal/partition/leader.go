@@ -21,9 +21,13 @@ var (
 	// (NOT_ENOUGH_REPLICAS_AFTER_APPEND).
 	ErrNotEnoughReplicasAfterAppend = errors.New("NOT_ENOUGH_REPLICAS_AFTER_APPEND")
 	// ErrNotReplica: a follower fetch from a broker that holds no replica of the
-	// partition, or with a broker epoch older than its last fetch's (Kafka answers both
-	// NOT_LEADER_OR_FOLLOWER).
-	ErrNotReplica = errors.New("NOT_LEADER_OR_FOLLOWER: not a replica")
+	// partition (Kafka's Partition.followerReplicaOrThrow: UNKNOWN_LEADER_EPOCH when the
+	// fetch names a leader epoch, NOT_LEADER_OR_FOLLOWER when it does not).
+	ErrNotReplica = errors.New("not a replica of the partition")
+	// ErrStaleBrokerEpoch: a follower fetch with a broker epoch older than the one its
+	// broker is registered with, unfenced, or than its last fetch's (Kafka's
+	// Replica.updateFetchStateOrThrow: NOT_LEADER_OR_FOLLOWER).
+	ErrStaleBrokerEpoch = errors.New("NOT_LEADER_OR_FOLLOWER: stale broker epoch")
 )
 
 // unknownOffset is an offset the leader has not learned yet (Kafka's UnknownOffset).
@@ -124,8 +128,8 @@ type FollowerFetch struct {
 }
 
 // CheckFollower returns nil when replicaID holds a replica of this partition, which this
-// broker leads, and brokerEpoch (−1: not sent) is not older than the one of its last fetch;
-// else ErrNotLeader or ErrNotReplica. It changes nothing: the fetch records its position
+// broker leads, and brokerEpoch (−1: not sent) is not stale (checkFollower); else
+// ErrNotLeader, ErrNotReplica or ErrStaleBrokerEpoch. It changes nothing: the fetch records its position
 // with UpdateFollowerFetchState after reading.
 func (p *Partition) CheckFollower(replicaID int32, brokerEpoch int64) error {
 	if !p.leading.Load() {
@@ -136,9 +140,27 @@ func (p *Partition) CheckFollower(replicaID int32, brokerEpoch int64) error {
 	if p.ls == nil {
 		return ErrNotLeader
 	}
-	rs := p.ls.replicas[replicaID]
-	if rs == nil || (brokerEpoch >= 0 && brokerEpoch < rs.brokerEpoch) {
+	return p.checkFollower(p.ls.replicas[replicaID], replicaID, brokerEpoch)
+}
+
+// checkFollower is CheckFollower's test of follower id's state rs (nil: not a replica).
+// A broker epoch (−1: not sent) older than the one the image registers the broker with,
+// unfenced (Kafka's metadataCache.getAliveBrokerEpoch), is stale, as is one older than
+// the follower's last fetch's. lmu held.
+func (p *Partition) checkFollower(rs *replicaState, id int32, brokerEpoch int64) error {
+	if rs == nil {
 		return ErrNotReplica
+	}
+	if brokerEpoch < 0 {
+		return nil
+	}
+	if brokerEpoch < rs.brokerEpoch {
+		return ErrStaleBrokerEpoch
+	}
+	if p.rm != nil {
+		if br, ok := p.rm.Image().Broker(id); ok && !br.Fenced && br.Epoch > brokerEpoch {
+			return ErrStaleBrokerEpoch
+		}
 	}
 	return nil
 }
@@ -162,9 +184,9 @@ func (p *Partition) UpdateFollowerFetchState(f FollowerFetch) error {
 		return ErrNotLeader
 	}
 	rs := ls.replicas[f.ReplicaID]
-	if rs == nil || (f.BrokerEpoch >= 0 && f.BrokerEpoch < rs.brokerEpoch) {
+	if err := p.checkFollower(rs, f.ReplicaID, f.BrokerEpoch); err != nil {
 		p.lmu.Unlock()
-		return ErrNotReplica
+		return err
 	}
 	switch {
 	case f.FetchOffset >= f.LeaderLEO:

@@ -188,8 +188,10 @@ func TestWaitReplicated(t *testing.T) {
 	}
 }
 
-// TestFollowerFetchChecks: a fetch from a broker with no replica, or with a broker epoch
-// older than its last fetch's, is refused and records nothing.
+// TestFollowerFetchChecks: a fetch from a broker with no replica is refused
+// (ErrNotReplica); one with a broker epoch older than the one the broker is registered
+// with, before it ever fetched, or older than its last fetch's, is stale
+// (ErrStaleBrokerEpoch, Kafka's updateFetchStateOrThrow); none records anything.
 func TestFollowerFetchChecks(t *testing.T) {
 	r := newReplicated(t, []int32{1, 2, 3}, 1)
 	r.produce(2)
@@ -199,10 +201,17 @@ func TestFollowerFetchChecks(t *testing.T) {
 	if err := r.p.UpdateFollowerFetchState(FollowerFetch{ReplicaID: 7, BrokerEpoch: -1, FetchOffset: 2, LeaderLEO: 2}); !errors.Is(err, ErrNotReplica) {
 		t.Fatalf("non-replica update: %v", err)
 	}
+	// Broker 3 is registered with epoch 13 and has not fetched yet.
+	if err := r.p.CheckFollower(3, 12); !errors.Is(err, ErrStaleBrokerEpoch) {
+		t.Fatalf("epoch older than the registration's, no fetch before: %v", err)
+	}
+	if err := r.p.UpdateFollowerFetchState(FollowerFetch{ReplicaID: 3, BrokerEpoch: 12, FetchOffset: 2, LeaderLEO: 2}); !errors.Is(err, ErrStaleBrokerEpoch) {
+		t.Fatalf("epoch older than the registration's, update: %v", err)
+	}
 	if err := r.fetch(2, 1); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.p.UpdateFollowerFetchState(FollowerFetch{ReplicaID: 2, BrokerEpoch: 5, FetchOffset: 2, LeaderLEO: 2}); !errors.Is(err, ErrNotReplica) {
+	if err := r.p.UpdateFollowerFetchState(FollowerFetch{ReplicaID: 2, BrokerEpoch: 5, FetchOffset: 2, LeaderLEO: 2}); !errors.Is(err, ErrStaleBrokerEpoch) {
 		t.Fatalf("stale broker epoch: %v", err)
 	}
 	r.p.lmu.Lock()
@@ -210,6 +219,12 @@ func TestFollowerFetchChecks(t *testing.T) {
 	r.p.lmu.Unlock()
 	if leo != 1 {
 		t.Fatalf("a refused fetch moved follower 2's LEO to %d", leo)
+	}
+	r.p.lmu.Lock()
+	leo = r.p.ls.replicas[3].leo
+	r.p.lmu.Unlock()
+	if leo != unknownOffset {
+		t.Fatalf("a refused fetch moved follower 3's LEO to %d", leo)
 	}
 }
 
