@@ -117,6 +117,12 @@ func (m *mesh) isolate(t *testing.T, id int32) {
 	}
 }
 
+// heal removes the toxics of the path from → to.
+func (m *mesh) heal(from, to int32) {
+	m.proxies[[2]int32{from, to}].Toxics.ResetToxics(context.Background())
+	delete(m.cut, [2]int32{from, to})
+}
+
 // healAll removes every toxic: the connections opened meanwhile carry data again (the
 // bytes dropped are lost, so the peers see broken streams and reconnect).
 func (m *mesh) healAll() {
