@@ -363,8 +363,17 @@ func (e *env) endOffsets(topic string) map[int32]int64 {
 	return out
 }
 
-// rawClient is a franz-go client for raw requests to node id alone (no retries).
-func (e *env) rawClient(id int32) *kgo.Client {
+// rawClient is a franz-go client for raw requests to node id alone (no retries); its
+// Produce requests go with acks (franz-go rewrites a request's acks to its client's).
+func (e *env) rawClient(id int32, acks int16) *kgo.Client {
 	e.t.Helper()
-	return e.c.Client([]string{e.node(id).Addr}, kgo.RequestRetries(0), kgo.DialTimeout(2*time.Second))
+	a := kgo.AllISRAcks()
+	switch acks {
+	case 1:
+		a = kgo.LeaderAck()
+	case 0:
+		a = kgo.NoAck()
+	}
+	return e.c.Client([]string{e.node(id).Addr}, kgo.RequestRetries(0), kgo.DialTimeout(2*time.Second),
+		kgo.RequiredAcks(a), kgo.DisableIdempotentWrite())
 }

@@ -48,7 +48,8 @@ func TestFollowerCutOff(t *testing.T) {
 // acks=all produces are refused with NOT_ENOUGH_REPLICAS before the append (and never
 // read later) and the HW does not move, while the other partitions go on with their two
 // other replicas; once one follower's paths are healed it rejoins, and writes are
-// acknowledged again.
+// acknowledged again. An acks=1 produce is appended meanwhile (min ISR binds acks=all
+// only).
 func TestOneReplicaLeft(t *testing.T) {
 	e := startEnv(t, true, nil)
 	const topic, parts = "minisr", 3
@@ -105,6 +106,13 @@ func TestOneReplicaLeft(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Logf("%d acks=all produces refused with NOT_ENOUGH_REPLICAS", refused)
+	// min.insync.replicas binds acks=all only: an acks=1 write is appended (and lost if
+	// the leader fails before a follower has it).
+	cl := e.rawClient(l, 1)
+	if r := rawProduce(t.Context(), cl, topic, led[0], "acks1-alone"); r.err != nil {
+		t.Errorf("an acks=1 produce to %s-%d with the ISR {%d} answered %v, want it appended", topic, led[0], l, r.err)
+	}
+	cl.Close()
 	// One follower comes back: min ISR is met again.
 	e.mesh.heal(l, others[0])
 	e.mesh.heal(others[0], l)

@@ -188,6 +188,9 @@ func (w *workload) saw(q pos, v, who string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.readCount.Add(1)
+	if why, ok := w.noRead[v]; ok {
+		w.violations = append(w.violations, fmt.Sprintf("%s read %q at %s: %s", who, v, q, why))
+	}
 	if w.loose {
 		w.read[q] = v
 		return
@@ -200,9 +203,6 @@ func (w *workload) saw(q pos, v, who string) {
 	}
 	if w.failed[v] {
 		w.violations = append(w.violations, fmt.Sprintf("%s read %q at %s, a definite failure (NOT_ENOUGH_REPLICAS)", who, v, q))
-	}
-	if why, ok := w.noRead[v]; ok {
-		w.violations = append(w.violations, fmt.Sprintf("%s read %q at %s: %s", who, v, q, why))
 	}
 	w.read[q] = v
 }
@@ -338,11 +338,10 @@ type probeResult struct {
 	err    error // the request's or the partition's error
 }
 
-// rawProduce sends one Produce of one record with value v to partition p straight to
-// node id (acks −1 or 1, no producer ID, no retries) over cl, and returns its answer.
-func rawProduce(ctx context.Context, cl *kgo.Client, topic string, p int32, acks int16, v string) probeResult {
+// rawProduce sends one Produce of one record with value v to partition p over cl (a
+// rawClient: one node, its acks, no producer ID, no retries) and returns its answer.
+func rawProduce(ctx context.Context, cl *kgo.Client, topic string, p int32, v string) probeResult {
 	req := kmsg.NewPtrProduceRequest()
-	req.Acks = acks
 	req.TimeoutMillis = 5000
 	rt := kmsg.NewProduceRequestTopic()
 	rt.Topic = topic
@@ -369,10 +368,10 @@ func rawProduce(ctx context.Context, cl *kgo.Client, topic string, p int32, acks
 // NOT_ENOUGH_REPLICAS makes the value a definite failure, a success an acknowledged
 // write.
 func (w *workload) probe(id, p int32) probeResult {
-	cl := w.e.rawClient(id)
+	cl := w.e.rawClient(id, -1)
 	defer cl.Close()
 	v := fmt.Sprintf("probe-%06d", w.probeSeq.Add(1))
-	r := rawProduce(context.Background(), cl, w.topic, p, -1, v)
+	r := rawProduce(context.Background(), cl, w.topic, p, v)
 	switch {
 	case r.err == nil:
 		w.ack(pos{p, r.offset}, v)

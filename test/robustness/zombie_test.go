@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // TestZombieLeaderPaused: a leader paused with SIGSTOP past broker.session.timeout.ms is
@@ -24,10 +26,13 @@ func TestZombieLeaderPaused(t *testing.T) {
 	for round := range rounds(1, 3) {
 		p := int32(round % parts)
 		z, _ := e.leaderOf(topic, p)
-		cl := e.rawClient(z)
 		// Connect before the pause: a paused process accepts no new connections.
-		if r := rawProduce(context.Background(), cl, topic, p, -1, fmt.Sprintf("zombie-warmup-%d", round)); r.err == nil {
-			w.ack(pos{p, r.offset}, fmt.Sprintf("zombie-warmup-%d", round))
+		clAll, cl1 := e.rawClient(z, -1), e.rawClient(z, 1)
+		for i, cl := range []*kgo.Client{clAll, cl1} {
+			v := fmt.Sprintf("zombie-warmup-%d-%d", round, i)
+			if r := rawProduce(context.Background(), cl, topic, p, v); r.err == nil {
+				w.ack(pos{p, r.offset}, v)
+			}
 		}
 		e.pause(z)
 		e.waitNewLeader(topic, p, z)
@@ -40,7 +45,11 @@ func TestZombieLeaderPaused(t *testing.T) {
 		var wg sync.WaitGroup
 		send := func(acks int16, v string) {
 			defer wg.Done()
-			r := rawProduce(context.Background(), cl, topic, p, acks, v)
+			cl := clAll
+			if acks == 1 {
+				cl = cl1
+			}
+			r := rawProduce(context.Background(), cl, topic, p, v)
 			mu.Lock()
 			defer mu.Unlock()
 			if acks == 1 {
