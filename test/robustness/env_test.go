@@ -269,19 +269,20 @@ func (e *env) leaderOf(topic string, p int32) (int32, int32) {
 	e.t.Helper()
 	var l, ep int32
 	clustertest.Eventually(e.t, waitLong, func() (bool, string) {
-		for _, n := range e.live() {
-			ps, err := e.partitions(n.ID, topic)
-			if err != nil {
-				return false, err.Error()
-			}
-			s := ps[p]
-			if s.Leader < 0 || e.generation(s.Leader) < 0 {
-				return false, fmt.Sprintf("%s-%d led by %d", topic, p, s.Leader)
-			}
-			l, ep = s.Leader, s.LeaderEpoch
-			return true, ""
+		live := e.live()
+		if len(live) == 0 {
+			return false, "no live node"
 		}
-		return false, "no live node"
+		ps, err := e.partitions(live[0].ID, topic)
+		if err != nil {
+			return false, err.Error()
+		}
+		s := ps[p]
+		if s.Leader < 0 || e.generation(s.Leader) < 0 {
+			return false, fmt.Sprintf("%s-%d led by %d", topic, p, s.Leader)
+		}
+		l, ep = s.Leader, s.LeaderEpoch
+		return true, ""
 	})
 	return l, ep
 }
