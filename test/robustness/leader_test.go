@@ -5,17 +5,19 @@ import (
 )
 
 // TestChaseTheLeader: the leader of a partition is killed with SIGKILL and restarted,
-// round after round, under acks=all idempotent writes (RF 3, min ISR 2): another replica
-// takes over each time and writes go on, no acknowledged write is lost, no offset holds
-// two values, the HW and the consumer never go back, and after the last restart every
-// replica is byte-identical with the ISR full.
+// round after round, under acks=all idempotent writes (RF 3, min ISR 2), with 20–40 ms
+// of latency on every inter-broker path (toxiproxy) so that the followers trail the
+// leader when it dies: another replica takes over each time and writes go on, no
+// acknowledged write is lost, no offset holds two values, the HW and the consumer never
+// go back, and after the last restart every replica is byte-identical with the ISR full.
 func TestChaseTheLeader(t *testing.T) {
-	e := startEnv(t, false, nil)
+	e := startEnv(t, true, nil)
+	e.mesh.latency(t, 30, 10)
 	const topic, parts = "chase", 3
 	e.createTopic(topic, parts, nil, nil)
 	w := startWorkload(e, topic, parts, 2)
 	w.waitProgress("before the first kill", 100)
-	for round := range rounds(2, 5) {
+	for round := range rounds(1, 8) {
 		l, _ := e.leaderOf(topic, int32(round%parts))
 		e.kill(l)
 		e.waitNewLeader(topic, int32(round%parts), l)
@@ -29,12 +31,13 @@ func TestChaseTheLeader(t *testing.T) {
 
 // TestTwoLeaderKills: the leader of a partition is killed, and its successor killed a few
 // seconds later, right after the first is restarted (three combined nodes keep their
-// metadata quorum with one node down at a time): each may hold an unreplicated tail of
-// writes it never acknowledged, which it truncates when it follows again. No
-// acknowledged write is lost, no offset holds two values, and every replica ends
-// byte-identical.
+// metadata quorum with one node down at a time), with 20–40 ms of latency on every
+// inter-broker path: each may hold an unreplicated tail of writes it never acknowledged,
+// which it truncates when it follows again. No acknowledged write is lost, no offset
+// holds two values, and every replica ends byte-identical.
 func TestTwoLeaderKills(t *testing.T) {
-	e := startEnv(t, false, nil)
+	e := startEnv(t, true, nil)
+	e.mesh.latency(t, 30, 10)
 	const topic, parts = "twokills", 3
 	e.createTopic(topic, parts, nil, nil)
 	w := startWorkload(e, topic, parts, 2)

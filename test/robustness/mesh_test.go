@@ -107,6 +107,20 @@ func (m *mesh) blackhole(t *testing.T, from, to int32) {
 	m.cut[[2]int32{from, to}] = true
 }
 
+// latency delays every inter-broker path by ms (±jitter) each way, so that followers
+// trail their leaders and a leader's failure finds writes only it has.
+func (m *mesh) latency(t *testing.T, ms, jitter int) {
+	t.Helper()
+	for _, p := range m.proxies {
+		for _, dir := range []string{"upstream", "downstream"} {
+			js := fmt.Sprintf(`{"name":"latency_%s","type":"latency","stream":%q,"toxicity":1,"attributes":{"latency":%d,"jitter":%d}}`, dir, dir, ms, jitter)
+			if _, err := p.Toxics.AddToxicJson(strings.NewReader(js)); err != nil {
+				t.Fatalf("toxic on %s: %v", p.Name, err)
+			}
+		}
+	}
+}
+
 // isolate blackholes every inter-broker path to and from node id.
 func (m *mesh) isolate(t *testing.T, id int32) {
 	t.Helper()
