@@ -17,13 +17,14 @@ func TestChaseTheLeader(t *testing.T) {
 	e.createTopic(topic, parts, nil, nil)
 	w := startWorkload(e, topic, parts, 2)
 	w.waitProgress("before the first kill", 100)
-	for round := range rounds(1, 8) {
+	for round := range rounds(2, 4) {
 		l, _ := e.leaderOf(topic, int32(round%parts))
 		e.kill(l)
 		e.waitNewLeader(topic, int32(round%parts), l)
 		w.waitProgress("with the leader down", 100)
 		e.start(l)
 		e.waitFullISR(topic)
+		t.Logf("node %d back in the ISR", l)
 		w.waitProgress("after the restart", 50)
 	}
 	w.finish()

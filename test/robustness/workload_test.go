@@ -63,7 +63,9 @@ type workload struct {
 
 	stopping atomic.Bool
 	cancel   context.CancelFunc
-	wg       sync.WaitGroup
+	wg       sync.WaitGroup // the consumer and the sampler
+	genStop  chan struct{}  // closed: the producers stop writing new records
+	genWG    sync.WaitGroup // the producers' loops
 	prods    []*kgo.Client
 	probeSeq atomic.Int64
 }
@@ -72,7 +74,7 @@ type workload struct {
 func startWorkload(e *env, topic string, parts int32, producers int) *workload {
 	w := &workload{e: e, topic: topic, parts: parts,
 		acked: map[pos]string{}, ackedVals: map[string]pos{}, failed: map[string]bool{},
-		noRead: map[string]string{}, read: map[pos]string{}}
+		noRead: map[string]string{}, read: map[pos]string{}, genStop: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	w.cancel = cancel
 	for i := range producers {
@@ -103,10 +105,15 @@ func (w *workload) startProducer(ctx context.Context, id int) {
 		kgo.ProduceRequestTimeout(5*time.Second),
 	)
 	w.prods = append(w.prods, cl)
-	w.wg.Add(1)
+	w.genWG.Add(1)
 	go func() {
-		defer w.wg.Done()
-		for seq := 0; ctx.Err() == nil; seq++ {
+		defer w.genWG.Done()
+		for seq := 0; ; seq++ {
+			select {
+			case <-w.genStop:
+				return
+			default:
+			}
 			v := fmt.Sprintf("w%d-%06d", id, seq)
 			r := &kgo.Record{Topic: w.topic, Partition: int32(seq) % w.parts, Value: []byte(v)}
 			cl.Produce(ctx, r, func(r *kgo.Record, err error) {
@@ -121,7 +128,7 @@ func (w *workload) startProducer(ctx context.Context, id int) {
 				w.ack(pos{r.Partition, r.Offset}, v)
 			})
 			select {
-			case <-ctx.Done():
+			case <-w.genStop:
 			case <-time.After(10 * time.Millisecond):
 			}
 		}
@@ -398,6 +405,15 @@ func (w *workload) stop() {
 	if w.stopping.Swap(true) {
 		return
 	}
+	close(w.genStop)
+	gen := make(chan struct{})
+	go func() { w.genWG.Wait(); close(gen) }()
+	select {
+	case <-gen:
+	case <-time.After(30 * time.Second): // a Produce blocked on a full buffer of a cluster that does not heal
+		w.cancel()
+		<-gen
+	}
 	for _, cl := range w.prods {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		cl.Flush(ctx)
@@ -427,8 +443,10 @@ func (w *workload) finish() {
 	t := w.e.t
 	t.Helper()
 	w.stop()
+	t.Log("workload stopped; waiting for the cluster to heal")
 	w.e.waitFullISR(w.topic)
 	w.e.waitIdentical(w.topic, w.parts)
+	t.Log("every partition led, its ISR full and its replicas byte-identical")
 	ends := w.e.endOffsets(w.topic)
 	final := readAll(w.e, w.topic, ends)
 	valAt := map[string]pos{}
