@@ -227,6 +227,7 @@ func (w *workload) sample(ctx context.Context) {
 	epochLeader := map[[2]int32]int32{} // (partition, epoch) → leader
 	hwAt := map[int32]map[int32]int64{} // partition → epoch → highest HW
 	for ctx.Err() == nil {
+		listed := false // the HWs are asked once a round, of the leaders the first answering node names
 		for _, n := range w.e.live() {
 			gen := w.e.generation(n.ID)
 			ps, err := w.e.partitions(n.ID, w.topic)
@@ -247,55 +248,30 @@ func (w *workload) sample(ctx context.Context) {
 					w.violate("node %d: partition %d's leader epoch went back from %d to %d", n.ID, p, prev.epoch, s.LeaderEpoch)
 				}
 				lastEpoch[k] = seen{gen, s.LeaderEpoch}
-				if s.Leader >= 0 {
-					ek := [2]int32{p, s.LeaderEpoch}
-					if l, ok := epochLeader[ek]; ok && l != s.Leader {
-						w.violate("partition %d has two leaders at epoch %d: %d and %d", p, s.LeaderEpoch, l, s.Leader)
+				if s.Leader < 0 {
+					continue
+				}
+				ek := [2]int32{p, s.LeaderEpoch}
+				if l, ok := epochLeader[ek]; ok && l != s.Leader {
+					w.violate("partition %d has two leaders at epoch %d: %d and %d", p, s.LeaderEpoch, l, s.Leader)
+				}
+				epochLeader[ek] = s.Leader
+				if listed || w.loose || w.e.generation(s.Leader) < 0 {
+					continue
+				}
+				if hw, ok := w.listHW(ctx, s.Leader, p, s.LeaderEpoch); ok {
+					if hwAt[p] == nil {
+						hwAt[p] = map[int32]int64{}
 					}
-					epochLeader[ek] = s.Leader
-					if !w.loose && w.e.generation(s.Leader) >= 0 {
-						if hw, ok := w.listHW(ctx, s.Leader, p, s.LeaderEpoch); ok {
-							if hwAt[p] == nil {
-								hwAt[p] = map[int32]int64{}
-							}
-							for ep, h := range hwAt[p] {
-								if ep <= s.LeaderEpoch && hw < h {
-									w.violate("partition %d's HW went back: %d at epoch %d (leader %d), %d earlier at epoch %d", p, hw, s.LeaderEpoch, s.Leader, h, ep)
-								}
-							}
-							hwAt[p][s.LeaderEpoch] = max(hwAt[p][s.LeaderEpoch], hw)
+					for ep, h := range hwAt[p] {
+						if ep <= s.LeaderEpoch && hw < h {
+							w.violate("partition %d's HW went back: %d at epoch %d (leader %d), %d earlier at epoch %d", p, hw, s.LeaderEpoch, s.Leader, h, ep)
 						}
 					}
+					hwAt[p][s.LeaderEpoch] = max(hwAt[p][s.LeaderEpoch], hw)
 				}
 			}
-			break // one observer's leaders per round for ListOffsets; the others' Metadata below
-		}
-		for i, n := range w.e.live() {
-			if i == 0 {
-				continue
-			}
-			gen := w.e.generation(n.ID)
-			ps, err := w.e.partitions(n.ID, w.topic)
-			if err != nil || w.e.generation(n.ID) != gen {
-				continue
-			}
-			for p, s := range ps {
-				if s.Leader >= 0 && !slices.Contains(s.ISR, s.Leader) {
-					w.violate("node %d: partition %d's leader %d is not in its ISR %v", n.ID, p, s.Leader, s.ISR)
-				}
-				k := [2]int32{n.ID, p}
-				if prev, ok := lastEpoch[k]; ok && prev.gen == gen && s.LeaderEpoch < prev.epoch {
-					w.violate("node %d: partition %d's leader epoch went back from %d to %d", n.ID, p, prev.epoch, s.LeaderEpoch)
-				}
-				lastEpoch[k] = seen{gen, s.LeaderEpoch}
-				if s.Leader >= 0 {
-					ek := [2]int32{p, s.LeaderEpoch}
-					if l, ok := epochLeader[ek]; ok && l != s.Leader {
-						w.violate("partition %d has two leaders at epoch %d: %d and %d", p, s.LeaderEpoch, l, s.Leader)
-					}
-					epochLeader[ek] = s.Leader
-				}
-			}
+			listed = true
 		}
 		select {
 		case <-ctx.Done():
