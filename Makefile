@@ -4,7 +4,7 @@ BIN := bin/kmirror
 # Packages whose state is shared between goroutines run under the race detector.
 RACE_PKGS := ./internal/wire/... ./internal/netmux/... ./internal/storage/... ./internal/partition/... ./internal/replication/... ./internal/metadata/... ./internal/controller/... ./internal/group/... ./internal/txn/... ./internal/mirror/... ./internal/broker/...
 
-.PHONY: build test unit race fuzz checks lint deps docs bench bench-cluster bench-replication interop bench-broker clients
+.PHONY: build test unit race fuzz checks lint deps docs bench bench-cluster bench-replication interop bench-broker clients robustness
 
 build:
 	$(GO) build -o $(BIN) ./cmd/kmirror
@@ -30,6 +30,15 @@ fuzz:
 # checks runs the outside-in acceptance checks shipped in ../shared/checks, if present.
 checks: build
 	@if [ -x ../shared/checks/run ]; then ../shared/checks/run; else echo "no ../shared/checks here; skipped"; fi
+
+# robustness runs test/robustness, the replication fault matrix of cluster.md §4 (kill -9,
+# SIGTERM, SIGSTOP and toxiproxy cuts on 3-node clusters under an acks=all workload and its
+# checker), in its long form (KMIRROR_ROBUSTNESS=1: more fault rounds per scenario),
+# ROBUSTNESS_COUNT times over (3; about 10 minutes a pass on 2 cores). `make unit` (CI) runs
+# the bounded form of every scenario, about 3 minutes. Not part of `make test`.
+ROBUSTNESS_COUNT ?= 3
+robustness:
+	KMIRROR_ROBUSTNESS=1 $(GO) test -count=$(ROBUSTNESS_COUNT) -timeout 120m -v ./test/robustness/
 
 # interop runs test/interop against Apache Kafka 4.x (Java 17+ and mvn needed; the jars are
 # fetched once into .cache/kafka-VERSION/libs by test/interop/fetch-kafka.sh).
