@@ -180,6 +180,7 @@ func (p *Partition) UpdateFollowerFetchState(f FollowerFetch) error {
 	p.maybeExpandIsr(f.ReplicaID, rs)
 	p.maybeIncrementHighWatermark(f.NowMs)
 	p.lmu.Unlock()
+	p.notifyListener()
 	return nil
 }
 
