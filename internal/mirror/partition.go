@@ -49,6 +49,11 @@ type partition struct {
 	lfe   int32
 	lfeAt int64
 	lfeOK bool
+	// leaderAligned: LOG_ALIGNMENT's own steps are done on this leader (lookups,
+	// truncation, start offset); it waits for its replicas (phase 2 of cluster.md §3).
+	// Cleared by every state change. waitWhy is the last reason logged for the wait.
+	leaderAligned bool
+	waitWhy       string
 
 	cur      atomic.Int32 // st.State, readable without mu (CheckWrite)
 	sourceHW atomic.Int64 // source HW from the latest fetch response (or start.offset=latest lookup), −1 unknown
@@ -94,6 +99,10 @@ func (p *partition) getPart() (*replica.Partition, error) {
 	return part, nil
 }
 
+// retired reports whether this broker stopped leading the partition since the runtime
+// took it: its fetcher and pending writes go (cluster.md §3). mu held.
+func (p *partition) retired() bool { return p.part != nil && !p.part.IsLeader() }
+
 // bumpEpoch has the controller raise the partition's leader epoch to at least epoch
 // (spec section 6: raises are leader-epoch bumps by the controller). mu held: the bump is
 // one round trip to the active controller.
@@ -112,6 +121,10 @@ func (p *partition) setState(to mirrorproto.State, lastErr string) bool {
 			"from", from.String(), "to", to.String())
 		return false
 	}
+	p.leaderAligned, p.waitWhy = false, ""
+	if p.part != nil {
+		p.part.SetReplicaListener(nil)
+	}
 	p.st.PrevState = from
 	p.st.State = to
 	p.st.StateEpoch++
@@ -128,8 +141,14 @@ func (p *partition) setState(to mirrorproto.State, lastErr string) bool {
 	return true
 }
 
-// persist writes the state record to __mirror_state. mu held.
+// persist writes the state record to __mirror_state. mu held. A runtime whose broker no
+// longer leads the partition writes nothing: the new leader continues from the persisted
+// state (cluster.md §3), and a late write of the old one (a fetch answer that failed on
+// the lost leadership) must not replace it.
 func (p *partition) persist() {
+	if p.retired() {
+		return
+	}
 	if err := p.m.store.write(p.key(), p.st); err != nil {
 		p.m.log.Error("persist mirror partition state", "mirror", p.mirror, "partition", p.String(), "err", err)
 	}
@@ -141,6 +160,10 @@ func (p *partition) persist() {
 func (p *partition) fail(msg string, nonRetryable bool) {
 	if p.st.State == mirrorproto.StateStopping || p.st.State == mirrorproto.StateStopped {
 		return // a failover in progress or done wins
+	}
+	if p.retired() {
+		p.m.log.Debug("mirror partition: an error after losing the leadership is not recorded", "mirror", p.mirror, "partition", p.String(), "error", msg)
+		return
 	}
 	if nonRetryable {
 		p.st.RetryAttempt = mirrorproto.RetryAttemptNonRetryable
@@ -268,7 +291,7 @@ var errCorruptBatch = errors.New("corrupt record batch from the source")
 func (p *partition) applyFetch(fr fetchResult) (needMeta bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.st.State != mirrorproto.StateMirroring {
+	if p.st.State != mirrorproto.StateMirroring || p.retired() {
 		return false
 	}
 	l, err := p.getLog()
