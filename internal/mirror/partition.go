@@ -545,22 +545,31 @@ func (p *partition) failover(sourceClusterID string) error {
 		} else {
 			p.st.StopSourceHW = -1 // its lag would count this cluster's own writes
 		}
+		p.st.StopFrom, p.st.StopEpoch = l.LogEndOffset(), 0
 		p.persist()
 	}
 	// step 3: an epoch no source batch ever carried, and above every epoch this log had:
 	// a second failover after a re-attach must not stamp its writes with the first
-	// one's epoch, which consumers of the first one's (truncated) writes still hold
-	newEpoch := max(max(0, p.st.LastMirrorEpoch)+epochRaiseMargin, part.LeaderEpoch()+1)
-	if err := p.bumpEpoch(newEpoch); err != nil {
-		return fmt.Errorf("raise the leader epoch: %w", err)
+	// one's epoch, which consumers of the first one's (truncated) writes still hold. Once
+	// per failover: a resumed one (on this leader or a new one, whose epoch is above it
+	// anyway) keeps it.
+	if p.st.StopEpoch == 0 || part.LeaderEpoch() < p.st.StopEpoch {
+		newEpoch := max(max(0, p.st.LastMirrorEpoch)+epochRaiseMargin, part.LeaderEpoch()+1)
+		if err := p.bumpEpoch(newEpoch); err != nil {
+			return fmt.Errorf("raise the leader epoch: %w", err)
+		}
+		p.st.StopEpoch = part.LeaderEpoch()
+		p.persist()
 	}
-	newEpoch = part.LeaderEpoch()
+	newEpoch := part.LeaderEpoch()
 	now := time.Now().UnixMilli()
 	// the markers are written with acks=all (cluster.md §3): retried until the ISR has
-	// them, a failover that times out is resumed from STOPPING
+	// them, a failover that times out or finds the ISR below min.insync.replicas is
+	// resumed from STOPPING, writing only what the log does not hold yet
 	ctx, cancel := context.WithTimeout(p.m.ctx, 30*time.Second)
 	defer cancel()
-	// step 4: abort what is still open in the mirrored data
+	// step 4: abort what is still open in the mirrored data (an ABORT already written
+	// closed its transaction: it is not listed again)
 	for _, txn := range l.OpenTransactions() {
 		marker := record.BuildEndTxnMarker(record.ControlAbort, txn.ProducerID, txn.ProducerEpoch, newEpoch, 0, now)
 		if _, err := part.AppendControlAsLeader(ctx, marker); err != nil {
@@ -568,13 +577,58 @@ func (p *partition) failover(sourceClusterID string) error {
 		}
 	}
 	// step 5: forget mirrored producer state
-	if _, err := part.AppendControlAsLeader(ctx, record.BuildMirrorPIDReset(sourceClusterID, newEpoch, now)); err != nil {
-		return fmt.Errorf("append MIRROR_PID_RESET: %w", err)
+	done, err := hasPIDReset(l, p.st.StopFrom)
+	if err != nil {
+		return fmt.Errorf("look for this failover's MIRROR_PID_RESET: %w", err)
+	}
+	if !done {
+		if _, err := part.AppendControlAsLeader(ctx, record.BuildMirrorPIDReset(sourceClusterID, newEpoch, now)); err != nil {
+			return fmt.Errorf("append MIRROR_PID_RESET: %w", err)
+		}
+	}
+	// every marker of this failover, also those of an earlier attempt, is in the ISR
+	if err := part.WaitReplicated(ctx, newEpoch, l.LogEndOffset()); err != nil {
+		return fmt.Errorf("wait for the ISR to hold the failover markers: %w", err)
 	}
 	p.st.Aligned = false
 	p.st.RetryAttempt = 0
+	p.st.StopFrom, p.st.StopEpoch = -1, 0
 	p.setState(mirrorproto.StateStopped, "")
 	return nil
+}
+
+// hasPIDReset reports whether the log holds a MIRROR_PID_RESET control batch at or
+// after offset from (−1: none is looked for): a failover's own, written by an earlier
+// attempt. Only batch headers and the first record key of control batches are read.
+func hasPIDReset(l *storage.Log, from int64) (bool, error) {
+	if from < 0 {
+		return false, nil
+	}
+	leo := l.LogEndOffset()
+	for off := max(from, l.LogStartOffset()); off < leo; {
+		data, err := l.Read(off, 1<<20, leo, true)
+		if err != nil {
+			return false, err
+		}
+		it := record.IterBatches(data)
+		moved := false
+		for it.Next() {
+			b := it.Batch()
+			if b.NextOffset() <= off {
+				continue
+			}
+			if b.IsControl() {
+				if typ, err := b.ControlType(); err == nil && typ == record.ControlMirrorPIDReset {
+					return true, nil
+				}
+			}
+			off, moved = b.NextOffset(), true
+		}
+		if !moved {
+			return false, nil
+		}
+	}
+	return false, nil
 }
 
 // describe returns the describe view of the partition (spec sections 10 and 13).
