@@ -547,6 +547,15 @@ func (p *partition) failover(sourceClusterID string) error {
 		}
 		p.st.StopFrom, p.st.StopEpoch = l.LogEndOffset(), 0
 		p.persist()
+	} else if leo := l.LogEndOffset(); p.st.StopFrom > leo {
+		// resumed by a new leader whose log lacks the end of the old one's (records above
+		// the HW, not yet in this replica when the leadership moved): the position this
+		// stop recorded is cut to what the partition now holds
+		if p.st.LastMirrorOffset == p.st.StopFrom {
+			p.st.LastMirrorEpoch, p.st.LastMirrorOffset = l.LatestEpoch(), leo
+		}
+		p.st.StopFrom = leo
+		p.persist()
 	}
 	// step 3: an epoch no source batch ever carried, and above every epoch this log had:
 	// a second failover after a re-attach must not stamp its writes with the first
