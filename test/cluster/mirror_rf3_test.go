@@ -325,17 +325,29 @@ func TestMirrorRF3StopBelowMinISR(t *testing.T) {
 	checkFailoverMarkers(t, b, topic, aID, partitions)
 }
 
-// TestMirrorRF3FailbackWaitsForISR: failback onto a 3-node old primary (RF 3) whose
-// topic requires min.insync.replicas 3, with one of its nodes down when the failback
-// starts. A mirrors to B, B fails over, A (still up) takes divergent acks=all writes that
-// every A replica holds, and B takes its own writes. With an A node down the ISRs have
-// two members: LOG_ALIGNMENT on A waits (its leaders log that the ISR is below
-// min.insync.replicas, and no partition leaves LOG_ALIGNMENT while the node is down).
-// Once the node is back, each leader truncates its divergent tail, the followers, whose
-// logs are then longer than the leader's, truncate theirs by DivergingEpoch before the
+// TestMirrorRF3FailbackWaitsForISR: failback onto a 3-node old primary (RF 3) with one
+// of its nodes down when the failback starts, and a topic config that makes two replicas
+// too few: min.insync.replicas 3, or mirror.support.unclean.leader.election=true (wait
+// for every replica; min.insync.replicas stays 2). A mirrors to B, B fails over, A (still
+// up) takes divergent acks=all writes that every A replica holds, and B takes its own
+// writes. With an A node down the ISRs have two members: LOG_ALIGNMENT on A waits (its
+// leaders log why, and no partition leaves LOG_ALIGNMENT while the node is down). Once
+// the node is back, each leader truncates its divergent tail, the followers, whose logs
+// are then longer than the leader's, truncate theirs by DivergingEpoch before the
 // partition is MIRRORING, and every replica of both clusters ends byte-identical; no
 // divergent record is readable on A.
 func TestMirrorRF3FailbackWaitsForISR(t *testing.T) {
+	for _, tc := range []struct{ name, key, value, reason string }{
+		{"minISR3", "min.insync.replicas", "3", "below min.insync.replicas 3"},
+		{"uncleanOptIn", "mirror.support.unclean.leader.election", "true", "is not every replica"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { failbackWaitsForISR(t, tc.key, tc.value, tc.reason) })
+	}
+}
+
+// failbackWaitsForISR is TestMirrorRF3FailbackWaitsForISR with topic config key=value on
+// A's topic; reason is what A's leaders log while they wait.
+func failbackWaitsForISR(t *testing.T, key, value, reason string) {
 	const topic, partitions = "orders", 3
 	a, b := startClusters(t, rf3, rf3)
 	createTopicRF3(t, a, a.Node(1).Addr, topic, partitions)
@@ -361,18 +373,17 @@ func TestMirrorRF3FailbackWaitsForISR(t *testing.T) {
 	}
 	waitISRSize(t, a.Node(1).Addr, topic, partitions, 3)
 
-	// min.insync.replicas 3 on A's topic; it applies with the next registration of each
-	// partition, which the node's death brings (the ISR shrinks).
+	// key=value on A's topic (a min.insync.replicas change applies with the next
+	// registration of each partition, which the node's death brings: the ISR shrinks)
 	adm := kadm.NewClient(a.Client(nil))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	three := "3"
-	res, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "min.insync.replicas", Value: &three}}, topic)
+	res, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: key, Value: &value}}, topic)
 	cancel()
 	if err == nil {
 		_, err = res.On(topic, nil)
 	}
 	if err != nil {
-		t.Fatalf("set min.insync.replicas=3 on A's %s: %v", topic, err)
+		t.Fatalf("set %s=%s on A's %s: %v", key, value, topic, err)
 	}
 	// the mirror (and so A's __mirror_state, RF 3) is created while every A node runs
 	mustMirrorsCLI(t, "Created cluster mirror from-b.", a.Node(1).Addr, "--create", "--mirror", "from-b", "--mirror-config", writeMirrorConfig(t, "from-b", b.Bootstrap()))
@@ -388,7 +399,7 @@ func TestMirrorRF3FailbackWaitsForISR(t *testing.T) {
 			}
 			for _, line := range strings.Split(n.Log(), "\n") {
 				if strings.Contains(line, "LOG_ALIGNMENT waits for its replicas") && strings.Contains(line, fmt.Sprintf("partition=%s-%d ", topic, p)) &&
-					strings.Contains(line, "below min.insync.replicas 3") {
+					strings.Contains(line, reason) {
 					return true
 				}
 			}
@@ -398,7 +409,7 @@ func TestMirrorRF3FailbackWaitsForISR(t *testing.T) {
 	clustertest.Eventually(t, 60*time.Second, func() (bool, string) {
 		for p := range int32(partitions) {
 			if !waiting(p) {
-				return false, fmt.Sprintf("no leader on A logged that LOG_ALIGNMENT of %s-%d waits for an ISR of 3", topic, p)
+				return false, fmt.Sprintf("no leader on A logged that LOG_ALIGNMENT of %s-%d waits (%q)", topic, p, reason)
 			}
 		}
 		return true, ""
@@ -409,7 +420,7 @@ func TestMirrorRF3FailbackWaitsForISR(t *testing.T) {
 	}
 	for p := range int32(partitions) {
 		if rows[p].State != "LOG_ALIGNMENT" {
-			t.Fatalf("failback with A's node %d down (ISR below min.insync.replicas 3): %v, want LOG_ALIGNMENT", victim.ID, rows[p])
+			t.Fatalf("failback with A's node %d down and %s=%s: %v, want LOG_ALIGNMENT", victim.ID, key, value, rows[p])
 		}
 	}
 
