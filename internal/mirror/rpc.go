@@ -527,15 +527,25 @@ func (m *Manager) StopMirrorTopics(ctx context.Context, req *mirrorproto.StopMir
 		// replicated in time, the leadership moving) is resumed by the runner, here or on
 		// the new leader (the desired state stays stopped): the answer waits for every
 		// partition to be STOPPED and names the errors only if some is not in time.
+		// The partitions fail over in parallel: each may wait up to 30 s for its ISR.
 		failed := map[int32]string{}
+		var fmu sync.Mutex
+		var wg sync.WaitGroup
 		for _, p := range m.topicPartitions(n) {
-			if err := p.failover(mir.SourceClusterID); err != nil {
-				failed[p.index] = err.Error()
-				m.log.Warn("mirror failover: retrying", "mirror", mir.Name, "partition", p.String(), "err", err)
-				if r := m.runner(mir.Name); r != nil {
-					r.kick()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := p.failover(mir.SourceClusterID); err != nil {
+					fmu.Lock()
+					failed[p.index] = err.Error()
+					fmu.Unlock()
+					m.log.Warn("mirror failover: retrying", "mirror", mir.Name, "partition", p.String(), "err", err)
 				}
-			}
+			}()
+		}
+		wg.Wait()
+		if r := m.runner(mir.Name); len(failed) > 0 && r != nil {
+			r.kick()
 		}
 		wctx, cancel := context.WithTimeout(ctx, stopWait)
 		errs := m.awaitStopped(wctx, im.Topics[n])
