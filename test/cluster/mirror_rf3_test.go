@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"path/filepath"
 	"slices"
@@ -458,4 +459,59 @@ func failbackWaitsForISR(t *testing.T, key, value, reason string) {
 			}
 		}
 	}
+}
+
+// TestMirrorRF3CoordinatorMoves: the mirror coordinator — the broker that runs a mirror's
+// cluster-wide sync tasks — is the leader of the __mirror_state partition of the mirror's
+// name (FNV-1a mod the partition count), so it moves with that leadership (cluster.md
+// §3). On a 3-node destination with RF 3, a group's committed offsets are synced from the
+// source; the node that leads that __mirror_state partition is killed; the partition gets
+// another leader, and offsets the group commits on the source afterwards still reach the
+// destination, while the mirror goes on mirroring the source's new records.
+func TestMirrorRF3CoordinatorMoves(t *testing.T) {
+	const topic, partitions, group, mirror = "orders", 3, "orders-app", "from-a"
+	a, b := startClusters(t, rf3, rf3)
+	createTopicRF3(t, a, a.Node(1).Addr, topic, partitions)
+	aProd := a.Client(nil, kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	produceSync(t, aProd, topic, keyRange("first", 60))
+	commitGroup(t, a, a.Node(1).Addr, group, topic)
+	aEnds := func() (map[int32]int64, error) { return endOffsets(a.Node(1).Addr, topic) }
+	mustMirrorsCLI(t, "Created cluster mirror from-a.", b.Node(1).Addr, "--create", "--mirror", mirror, "--mirror-config", writeMirrorConfig(t, mirror, a.Bootstrap()))
+	mustMirrorsCLI(t, "Started mirroring topic orders in mirror from-a.", b.Node(1).Addr, "--start", "--mirror", mirror, "--topics", topic)
+	waitMirroring(t, b.Node(1).Addr, mirror, topic, partitions, aEnds)
+	synced := func(addr string) {
+		t.Helper()
+		clustertest.Eventually(t, 90*time.Second, func() (bool, string) {
+			want, err := groupOffsets(a.Node(1).Addr, group, topic)
+			if err != nil {
+				return false, err.Error()
+			}
+			got, err := groupOffsets(addr, group, topic)
+			return err == nil && sameGroupOffsets(got, want), fmt.Sprintf("group %s on B through %s: %v (%v), on A %v", group, addr, got, err, want)
+		})
+	}
+	synced(b.Node(1).Addr)
+
+	h := fnv.New32a()
+	h.Write([]byte(mirror))
+	const statePartitions = 4 // clustertest.Defaults' mirror.state.topic.num.partitions
+	sp := int32(h.Sum32() % statePartitions)
+	leaders, err := clustertest.Leaders(b.Node(1).Addr, "__mirror_state")
+	if err != nil || len(leaders) != statePartitions {
+		t.Fatalf("leaders of B's __mirror_state: %v (%v), want %d partitions", leaders, err, statePartitions)
+	}
+	coord := b.Node(leaders[sp])
+	live := b.Node(coord.ID%3 + 1)
+	coord.Kill()
+	clustertest.Eventually(t, 60*time.Second, func() (bool, string) {
+		ls, err := clustertest.Leaders(live.Addr, "__mirror_state")
+		if err != nil || len(ls) != statePartitions {
+			return false, fmt.Sprintf("leaders of B's __mirror_state through node %d: %v (%v)", live.ID, ls, err)
+		}
+		return ls[sp] >= 1 && ls[sp] != coord.ID, fmt.Sprintf("__mirror_state-%d of B is led by %d after its leader %d was killed", sp, ls[sp], coord.ID)
+	})
+	produceSync(t, aProd, topic, keyRange("second", 60))
+	commitGroup(t, a, a.Node(1).Addr, group, topic)
+	waitMirroring(t, live.Addr, mirror, topic, partitions, aEnds)
+	synced(live.Addr)
 }
