@@ -163,6 +163,10 @@ type configDef struct {
 // mirror.replication.throttled.rate applies to (spec section 11).
 const cfgThrottledReplicas = "mirror.replication.throttled.replicas"
 
+// cfgUncleanElection is the topic config that opts a mirror topic in to ULE_RECOVERY and
+// makes LOG_ALIGNMENT wait for every replica, not only the ISR (cluster.md §3).
+const cfgUncleanElection = "mirror.support.unclean.leader.election"
+
 // Mirror-level config names (spec section 11), canonical spelling.
 const (
 	cfgBootstrap        = "bootstrap.servers"

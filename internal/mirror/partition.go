@@ -49,6 +49,11 @@ type partition struct {
 	lfe   int32
 	lfeAt int64
 	lfeOK bool
+	// leaderAligned: LOG_ALIGNMENT's own steps are done on this leader (lookups,
+	// truncation, start offset); it waits for its replicas (phase 2 of cluster.md §3).
+	// Cleared by every state change. waitWhy is the last reason logged for the wait.
+	leaderAligned bool
+	waitWhy       string
 
 	cur      atomic.Int32 // st.State, readable without mu (CheckWrite)
 	sourceHW atomic.Int64 // source HW from the latest fetch response (or start.offset=latest lookup), −1 unknown
@@ -94,6 +99,10 @@ func (p *partition) getPart() (*replica.Partition, error) {
 	return part, nil
 }
 
+// retired reports whether this broker stopped leading the partition since the runtime
+// took it: its fetcher and pending writes go (cluster.md §3). mu held.
+func (p *partition) retired() bool { return p.part != nil && !p.part.IsLeader() }
+
 // bumpEpoch has the controller raise the partition's leader epoch to at least epoch
 // (spec section 6: raises are leader-epoch bumps by the controller). mu held: the bump is
 // one round trip to the active controller.
@@ -112,6 +121,10 @@ func (p *partition) setState(to mirrorproto.State, lastErr string) bool {
 			"from", from.String(), "to", to.String())
 		return false
 	}
+	p.leaderAligned, p.waitWhy = false, ""
+	if p.part != nil {
+		p.part.SetReplicaListener(nil)
+	}
 	p.st.PrevState = from
 	p.st.State = to
 	p.st.StateEpoch++
@@ -128,8 +141,14 @@ func (p *partition) setState(to mirrorproto.State, lastErr string) bool {
 	return true
 }
 
-// persist writes the state record to __mirror_state. mu held.
+// persist writes the state record to __mirror_state. mu held. A runtime whose broker no
+// longer leads the partition writes nothing: the new leader continues from the persisted
+// state (cluster.md §3), and a late write of the old one (a fetch answer that failed on
+// the lost leadership) must not replace it.
 func (p *partition) persist() {
+	if p.retired() {
+		return
+	}
 	if err := p.m.store.write(p.key(), p.st); err != nil {
 		p.m.log.Error("persist mirror partition state", "mirror", p.mirror, "partition", p.String(), "err", err)
 	}
@@ -141,6 +160,10 @@ func (p *partition) persist() {
 func (p *partition) fail(msg string, nonRetryable bool) {
 	if p.st.State == mirrorproto.StateStopping || p.st.State == mirrorproto.StateStopped {
 		return // a failover in progress or done wins
+	}
+	if p.retired() {
+		p.m.log.Debug("mirror partition: an error after losing the leadership is not recorded", "mirror", p.mirror, "partition", p.String(), "error", msg)
+		return
 	}
 	if nonRetryable {
 		p.st.RetryAttempt = mirrorproto.RetryAttemptNonRetryable
@@ -268,7 +291,7 @@ var errCorruptBatch = errors.New("corrupt record batch from the source")
 func (p *partition) applyFetch(fr fetchResult) (needMeta bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.st.State != mirrorproto.StateMirroring {
+	if p.st.State != mirrorproto.StateMirroring || p.retired() {
 		return false
 	}
 	l, err := p.getLog()
@@ -522,22 +545,40 @@ func (p *partition) failover(sourceClusterID string) error {
 		} else {
 			p.st.StopSourceHW = -1 // its lag would count this cluster's own writes
 		}
+		p.st.StopFrom, p.st.StopEpoch = l.LogEndOffset(), 0
+		p.persist()
+	} else if leo := l.LogEndOffset(); p.st.StopFrom > leo {
+		// resumed by a new leader whose log lacks the end of the old one's (records above
+		// the HW, not yet in this replica when the leadership moved): the position this
+		// stop recorded is cut to what the partition now holds
+		if p.st.LastMirrorOffset == p.st.StopFrom {
+			p.st.LastMirrorEpoch, p.st.LastMirrorOffset = l.LatestEpoch(), leo
+		}
+		p.st.StopFrom = leo
 		p.persist()
 	}
 	// step 3: an epoch no source batch ever carried, and above every epoch this log had:
 	// a second failover after a re-attach must not stamp its writes with the first
-	// one's epoch, which consumers of the first one's (truncated) writes still hold
-	newEpoch := max(max(0, p.st.LastMirrorEpoch)+epochRaiseMargin, part.LeaderEpoch()+1)
-	if err := p.bumpEpoch(newEpoch); err != nil {
-		return fmt.Errorf("raise the leader epoch: %w", err)
+	// one's epoch, which consumers of the first one's (truncated) writes still hold. Once
+	// per failover: a resumed one (on this leader or a new one, whose epoch is above it
+	// anyway) keeps it.
+	if p.st.StopEpoch == 0 || part.LeaderEpoch() < p.st.StopEpoch {
+		newEpoch := max(max(0, p.st.LastMirrorEpoch)+epochRaiseMargin, part.LeaderEpoch()+1)
+		if err := p.bumpEpoch(newEpoch); err != nil {
+			return fmt.Errorf("raise the leader epoch: %w", err)
+		}
+		p.st.StopEpoch = part.LeaderEpoch()
+		p.persist()
 	}
-	newEpoch = part.LeaderEpoch()
+	newEpoch := part.LeaderEpoch()
 	now := time.Now().UnixMilli()
 	// the markers are written with acks=all (cluster.md §3): retried until the ISR has
-	// them, a failover that times out is resumed from STOPPING
+	// them, a failover that times out or finds the ISR below min.insync.replicas is
+	// resumed from STOPPING, writing only what the log does not hold yet
 	ctx, cancel := context.WithTimeout(p.m.ctx, 30*time.Second)
 	defer cancel()
-	// step 4: abort what is still open in the mirrored data
+	// step 4: abort what is still open in the mirrored data (an ABORT already written
+	// closed its transaction: it is not listed again)
 	for _, txn := range l.OpenTransactions() {
 		marker := record.BuildEndTxnMarker(record.ControlAbort, txn.ProducerID, txn.ProducerEpoch, newEpoch, 0, now)
 		if _, err := part.AppendControlAsLeader(ctx, marker); err != nil {
@@ -545,13 +586,58 @@ func (p *partition) failover(sourceClusterID string) error {
 		}
 	}
 	// step 5: forget mirrored producer state
-	if _, err := part.AppendControlAsLeader(ctx, record.BuildMirrorPIDReset(sourceClusterID, newEpoch, now)); err != nil {
-		return fmt.Errorf("append MIRROR_PID_RESET: %w", err)
+	done, err := hasPIDReset(l, p.st.StopFrom)
+	if err != nil {
+		return fmt.Errorf("look for this failover's MIRROR_PID_RESET: %w", err)
+	}
+	if !done {
+		if _, err := part.AppendControlAsLeader(ctx, record.BuildMirrorPIDReset(sourceClusterID, newEpoch, now)); err != nil {
+			return fmt.Errorf("append MIRROR_PID_RESET: %w", err)
+		}
+	}
+	// every marker of this failover, also those of an earlier attempt, is in the ISR
+	if err := part.WaitReplicated(ctx, newEpoch, l.LogEndOffset()); err != nil {
+		return fmt.Errorf("wait for the ISR to hold the failover markers: %w", err)
 	}
 	p.st.Aligned = false
 	p.st.RetryAttempt = 0
+	p.st.StopFrom, p.st.StopEpoch = -1, 0
 	p.setState(mirrorproto.StateStopped, "")
 	return nil
+}
+
+// hasPIDReset reports whether the log holds a MIRROR_PID_RESET control batch at or
+// after offset from (−1: none is looked for): a failover's own, written by an earlier
+// attempt. Only batch headers and the first record key of control batches are read.
+func hasPIDReset(l *storage.Log, from int64) (bool, error) {
+	if from < 0 {
+		return false, nil
+	}
+	leo := l.LogEndOffset()
+	for off := max(from, l.LogStartOffset()); off < leo; {
+		data, err := l.Read(off, 1<<20, leo, true)
+		if err != nil {
+			return false, err
+		}
+		it := record.IterBatches(data)
+		moved := false
+		for it.Next() {
+			b := it.Batch()
+			if b.NextOffset() <= off {
+				continue
+			}
+			if b.IsControl() {
+				if typ, err := b.ControlType(); err == nil && typ == record.ControlMirrorPIDReset {
+					return true, nil
+				}
+			}
+			off, moved = b.NextOffset(), true
+		}
+		if !moved {
+			return false, nil
+		}
+	}
+	return false, nil
 }
 
 // describe returns the describe view of the partition (spec sections 10 and 13).

@@ -523,16 +523,38 @@ func (m *Manager) StopMirrorTopics(ctx context.Context, req *mirrorproto.StopMir
 			resp.Topics = append(resp.Topics, r)
 			continue
 		}
-		var errs []string
+		// A local failover that fails (the ISR below min.insync.replicas, markers not
+		// replicated in time, the leadership moving) is resumed by the runner, here or on
+		// the new leader (the desired state stays stopped): the answer waits for every
+		// partition to be STOPPED and names the errors only if some is not in time.
+		// The partitions fail over in parallel: each may wait up to 30 s for its ISR.
+		failed := map[int32]string{}
+		var fmu sync.Mutex
+		var wg sync.WaitGroup
 		for _, p := range m.topicPartitions(n) {
-			if err := p.failover(mir.SourceClusterID); err != nil {
-				errs = append(errs, fmt.Sprintf("partition %d: %v", p.index, err))
-			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := p.failover(mir.SourceClusterID); err != nil {
+					fmu.Lock()
+					failed[p.index] = err.Error()
+					fmu.Unlock()
+					m.log.Warn("mirror failover: retrying", "mirror", mir.Name, "partition", p.String(), "err", err)
+				}
+			}()
 		}
-		if len(errs) == 0 {
-			wctx, cancel := context.WithTimeout(ctx, stopWait)
-			errs = m.awaitStopped(wctx, im.Topics[n])
-			cancel()
+		wg.Wait()
+		if r := m.runner(mir.Name); len(failed) > 0 && r != nil {
+			r.kick()
+		}
+		wctx, cancel := context.WithTimeout(ctx, stopWait)
+		errs := m.awaitStopped(wctx, im.Topics[n])
+		cancel()
+		for i := range errs {
+			var idx int32
+			if _, err := fmt.Sscanf(errs[i], "partition %d:", &idx); err == nil && failed[idx] != "" {
+				errs[i] += ": " + failed[idx]
+			}
 		}
 		if len(errs) > 0 {
 			resp.Topics = append(resp.Topics, topicErr(n, kerr.UnknownServerError.Code, "failover of %s: %s", n, strings.Join(errs, "; ")))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -415,22 +416,70 @@ func (r *mirrorRT) drive(p *partition, im *metadata.Image, mir *metadata.Mirror)
 	aligning := p.st.State == mirrorproto.StateLogAlignment
 	p.mu.Unlock()
 	if aligning {
-		r.align(p)
-		return time.Millisecond // look again soon: pause or further steps may follow
+		return r.align(p, strings.EqualFold(t.Configs[cfgUncleanElection], "true"))
 	}
 	return 0
 }
 
-// align runs LOG_ALIGNMENT (spec sections 4 and 5): the loop check and the failback
-// lookup on the source, the truncation of an untrusted local log, the start position of
-// a new partition, then MIRRORING. Network calls happen without the partition lock.
-func (r *mirrorRT) align(p *partition) {
+// replicaRecheck is how often a LOG_ALIGNMENT that waits for its replicas looks again
+// when no notification came (the replica listener wakes the runner at every follower
+// fetch, ISR change and leadership change).
+const replicaRecheck = time.Second
+
+// replicasWait returns why the partition's replicas hold LOG_ALIGNMENT back (phase 1, or
+// phase 2 with leos: cluster.md §3), "" when they do not. While it waits, every follower
+// fetch, ISR change and leadership change of the partition wakes the runner; each new
+// reason is logged once. mu held.
+func (r *mirrorRT) replicasWait(p *partition, all, leos bool) string {
+	why := p.part.MirrorAlignmentWait(all, leos)
+	if why == "" {
+		p.part.SetReplicaListener(nil)
+		return ""
+	}
+	p.part.SetReplicaListener(r.kick)
+	if why != p.waitWhy {
+		p.waitWhy = why
+		p.m.log.Info("mirror partition LOG_ALIGNMENT waits for its replicas", "mirror", r.name, "partition", p.String(), "reason", why)
+	}
+	return why
+}
+
+// finishAlignment is phase 2 of LOG_ALIGNMENT once the leader's own steps are done: when
+// no ISR member or caught-up replica holds a log past the leader's (every replica with
+// all), the log is aligned and the partition MIRRORING. It returns when to look again.
+// mu held.
+func (r *mirrorRT) finishAlignment(p *partition, all bool) time.Duration {
+	if r.replicasWait(p, all, true) != "" {
+		return replicaRecheck
+	}
+	p.st.Aligned = true
+	p.setState(mirrorproto.StateMirroring, "")
+	return time.Millisecond
+}
+
+// align runs LOG_ALIGNMENT (spec sections 4 and 5, cluster.md §3): phase 1, the wait for
+// min.insync.replicas in the ISR (every replica with all:
+// mirror.support.unclean.leader.election); the loop check and the failback lookup on the
+// source, the truncation of an untrusted local log, the start position of a new
+// partition; phase 2, the wait until no replica that counts holds a longer log (followers
+// truncate by DivergingEpoch at the epoch the truncation raised); then MIRRORING. Network
+// calls happen without the partition lock. It returns when to look again.
+func (r *mirrorRT) align(p *partition, all bool) time.Duration {
 	p.mu.Lock()
 	l, err := p.getLog()
 	if err != nil {
 		p.fail("open local log: "+err.Error(), false)
 		p.mu.Unlock()
-		return
+		return time.Millisecond
+	}
+	if p.leaderAligned {
+		d := r.finishAlignment(p, all)
+		p.mu.Unlock()
+		return d
+	}
+	if r.replicasWait(p, all, false) != "" {
+		p.mu.Unlock()
+		return replicaRecheck
 	}
 	aligned, leo, logStart := p.st.Aligned, l.LogEndOffset(), l.LogStartOffset()
 	ownLME, ownLMO := p.st.LastMirrorEpoch, p.st.LastMirrorOffset
@@ -446,7 +495,7 @@ func (r *mirrorRT) align(p *partition) {
 		p.mu.Lock()
 		p.fail("LOG_ALIGNMENT lookup on the source: "+err.Error(), false)
 		p.mu.Unlock()
-		return
+		return time.Millisecond
 	}
 	lme, lmo := int32(-1), int64(-1)
 	if resp != nil {
@@ -462,7 +511,7 @@ func (r *mirrorRT) align(p *partition) {
 					if sp.PartitionIndex == p.index && sp.State != mirrorproto.StateStopped {
 						p.failNonRetryable(fmt.Sprintf("Mirror loop: the source mirrors %s from this cluster (mirror %s, state %s).",
 							p.String(), sm.MirrorName, sp.State))
-						return
+						return time.Millisecond
 					}
 				}
 			}
@@ -508,7 +557,7 @@ func (r *mirrorRT) align(p *partition) {
 			p.mu.Lock()
 			p.fail("LOG_ALIGNMENT start offset on the source: "+err.Error(), false)
 			p.mu.Unlock()
-			return
+			return time.Millisecond
 		}
 		if so > leo {
 			startAt = so
@@ -518,7 +567,7 @@ func (r *mirrorRT) align(p *partition) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.st.State != mirrorproto.StateLogAlignment || l.LogEndOffset() != leo {
-		return // stopped or changed meanwhile; the next tick looks again
+		return time.Millisecond // stopped or changed meanwhile; the next tick looks again
 	}
 	if !aligned && leo > logStart {
 		// The local log may hold records the source never had (failback, or a local
@@ -545,18 +594,23 @@ func (r *mirrorRT) align(p *partition) {
 		}
 		if err := p.truncateTo(l, target, why); err != nil {
 			p.fail("LOG_ALIGNMENT truncation: "+err.Error(), false)
-			return
+			return time.Millisecond
 		}
 	}
 	if startAt > 0 {
 		if err := p.truncateLog(startAt); err != nil {
 			p.fail("LOG_ALIGNMENT start offset: "+err.Error(), false)
-			return
+			return time.Millisecond
 		}
 	}
-	// step 4 (wait for the ISR to truncate) is immediate on a single broker
-	p.st.Aligned = true
-	p.setState(mirrorproto.StateMirroring, "")
+	// step 4: the ISR truncates too. The registration takes the epoch the truncation
+	// raised (followers fetching at the old one are fenced, then sent to the truncation
+	// point by DivergingEpoch), and the alignment ends once no replica that counts holds
+	// a longer log. Aligned is recorded only then: a new leader elected before it
+	// truncates again, as its log may still hold the tail.
+	p.catchUpEpoch()
+	p.leaderAligned = true
+	return r.finishAlignment(p, all)
 }
 
 // failbackTarget is the smaller of our end offset of epoch lme and lmo (spec section 4:

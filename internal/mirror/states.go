@@ -67,6 +67,13 @@ type stateRecord struct {
 	// unknown): a STOPPED partition reports it as its source offset after a restart, so
 	// that describe and the lag metric keep showing what the failover left unmirrored.
 	StopSourceHW int64 `json:"stopSourceHW"`
+	// StopFrom is the LEO when the running failover began (STOPPING entered; −1 none) and
+	// StopEpoch the leader epoch its step 3 raised to (0 none): the log holds from StopFrom
+	// on only that failover's markers (the topic is read-only and the fetcher stopped), so
+	// a failover resumed after a timeout, an ISR below min.insync.replicas or a leadership
+	// change writes only the markers still missing and raises the epoch once.
+	StopFrom  int64 `json:"stopFrom"`
+	StopEpoch int32 `json:"stopEpoch"`
 }
 
 const stateRecordVersion = 1
@@ -74,7 +81,7 @@ const stateRecordVersion = 1
 func newStateRecord() *stateRecord {
 	return &stateRecord{
 		Version: stateRecordVersion, State: mirrorproto.StateUnknown, PrevState: mirrorproto.StateUnknown,
-		LastMirrorEpoch: -1, LastMirrorOffset: -1, TruncatedOffset: -1, StopSourceHW: -1,
+		LastMirrorEpoch: -1, LastMirrorOffset: -1, TruncatedOffset: -1, StopSourceHW: -1, StopFrom: -1,
 	}
 }
 

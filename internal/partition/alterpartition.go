@@ -83,6 +83,7 @@ func (p *Partition) onAlterPartition(prop *isrProposal, r *kmsg.AlterPartitionRe
 		p.rm.log.Info("ISR changed", "partition", p.String(), "isr", r.ISR, "partitionEpoch", r.PartitionEpoch)
 		p.maybeIncrementHighWatermark(time.Now().UnixMilli())
 		p.log.Wake() // acks=all waits re-check min ISR
+		p.notifyListener()
 		return false
 	case kerr.OperationNotAttempted, kerr.IneligibleReplica:
 		p.rm.log.Info("the controller refused an ISR change; back to the committed ISR", "partition", p.String(), "err", err)

@@ -202,6 +202,7 @@ func (p *Partition) UpdateFollowerFetchState(f FollowerFetch) error {
 	p.maybeExpandIsr(f.ReplicaID, rs)
 	p.maybeIncrementHighWatermark(f.NowMs)
 	p.lmu.Unlock()
+	p.notifyListener()
 	return nil
 }
 

@@ -67,6 +67,8 @@ type Partition struct {
 
 	lmu sync.Mutex   // guards ls; taken after mu
 	ls  *leaderState // nil unless leading
+
+	listener atomic.Pointer[func()] // SetReplicaListener
 }
 
 func newPartition(topic string, index int32, id metadata.TopicID, nodeID int32, l *storage.Log, rm *ReplicaManager) *Partition {
@@ -244,7 +246,13 @@ func (p *Partition) TruncateTo(offset int64) error {
 // epoch by one in the same step for readers (storage Log.TruncateToFenced); the caller
 // asks the controller to bump the registration's epoch to LeaderEpoch after it.
 func (p *Partition) TruncateToFenced(offset int64) error {
-	return p.write(func() error { return p.log.TruncateToFenced(offset) })
+	return p.write(func() error {
+		if err := p.log.TruncateToFenced(offset); err != nil {
+			return err
+		}
+		p.forgetLongerFollowers()
+		return nil
+	})
 }
 
 // TruncateFullyAndStartAt empties the log and restarts it at offset (a mirror whose
@@ -312,6 +320,7 @@ func (p *Partition) become(reg *metadata.PartitionRegistration, minIsr int32) (c
 	if changed {
 		p.log.Wake() // parked fetches and produces re-check the role
 	}
+	p.notifyListener()
 	return changed, nil
 }
 

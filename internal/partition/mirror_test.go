@@ -1,0 +1,84 @@
+package partition
+
+import (
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/kmirror/kmirror/internal/metadata"
+)
+
+// TestMirrorAlignmentWait: the replica checks of a mirror partition's LOG_ALIGNMENT over
+// a real log (cluster.md §3). Phase 1 waits while the ISR is below min.insync.replicas,
+// or, with all (mirror.support.unclean.leader.election), while it is not every replica.
+// Phase 2 waits until every ISR member has fetched at the current leader epoch (a new
+// epoch forgets their LEOs) from at or below the leader's LEO; after a leader truncation
+// the followers past it count as unknown again and the HW stays where it was until they
+// fetch from the truncation point. A replica out of the ISR and behind is not waited for,
+// except with all. The replica listener is called on follower fetches and role changes.
+func TestMirrorAlignmentWait(t *testing.T) {
+	r := newReplicated(t, []int32{1, 2}, 2)
+	var calls atomic.Int32
+	r.p.SetReplicaListener(func() { calls.Add(1) })
+	r.produce(10)
+	if err := r.fetch(2, 10); err != nil {
+		t.Fatal(err)
+	}
+	if calls.Load() == 0 {
+		t.Fatal("a follower fetch did not call the replica listener")
+	}
+	if why := r.p.MirrorAlignmentWait(false, false); why != "" {
+		t.Fatalf("phase 1 with ISR [1 2], min ISR 2: waits (%s)", why)
+	}
+	if why := r.p.MirrorAlignmentWait(true, false); !strings.Contains(why, "not every replica") {
+		t.Fatalf("phase 1 with all and ISR [1 2] of 3 replicas: %q, want a wait for every replica", why)
+	}
+	if why := r.p.MirrorAlignmentWait(false, true); why != "" {
+		t.Fatalf("phase 2 with follower 2 at the leader's LEO and replica 3 out of the ISR: waits (%s)", why)
+	}
+	if why := r.p.MirrorAlignmentWait(true, true); why == "" {
+		t.Fatal("phase 2 with all while replica 3 never fetched: no wait")
+	}
+
+	r.apply(&metadata.PartitionRegistration{Replicas: []int32{1, 2, 3}, ISR: []int32{1}, Leader: self, LeaderEpoch: 1, PartitionEpoch: 2})
+	if why := r.p.MirrorAlignmentWait(false, false); !strings.Contains(why, "below min.insync.replicas 2") {
+		t.Fatalf("phase 1 with ISR [1], min ISR 2: %q, want a wait for min ISR", why)
+	}
+
+	before := calls.Load()
+	r.apply(&metadata.PartitionRegistration{Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}, Leader: self, LeaderEpoch: 2, PartitionEpoch: 3})
+	if calls.Load() == before {
+		t.Fatal("a new leader epoch did not call the replica listener")
+	}
+	if why := r.p.MirrorAlignmentWait(false, true); !strings.Contains(why, "has not fetched") {
+		t.Fatalf("phase 2 at a new leader epoch before any follower fetched: %q, want a wait", why)
+	}
+	for _, id := range []int32{2, 3} {
+		if err := r.fetch(id, 10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if why := r.p.MirrorAlignmentWait(false, true); why != "" {
+		t.Fatalf("phase 2 with every ISR member at the leader's LEO: waits (%s)", why)
+	}
+
+	// the leader truncates (a failback): the followers' tails are not its records
+	if err := r.p.TruncateToFenced(6); err != nil {
+		t.Fatal(err)
+	}
+	if why := r.p.MirrorAlignmentWait(false, true); !strings.Contains(why, "has not fetched") {
+		t.Fatalf("phase 2 after the leader truncated to 6 below the followers' 10: %q, want a wait", why)
+	}
+	r.produce(6) // records the followers do not hold at 6..11
+	if got := r.hw(); got > 6 {
+		t.Fatalf("HW %d after the truncation to 6 and new appends, before any follower fetched again", got)
+	}
+	for _, id := range []int32{2, 3} {
+		if err := r.fetch(id, 6); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if why := r.p.MirrorAlignmentWait(false, true); why != "" {
+		t.Fatalf("phase 2 with the followers fetching from the truncation point: waits (%s)", why)
+	}
+}
