@@ -8,7 +8,10 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"path/filepath"
 	"slices"
+	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -228,4 +231,51 @@ func TestVerifiableProducerConsumerLeaderBounce(t *testing.T) {
 		at[v] = k
 	}
 	t.Logf("%d records acknowledged (%d send errors), all consumed (%d consumed)", total, sendErrors, len(consumed))
+	replicasReadByDumpLog(t, c, topic, 3)
+}
+
+// replicasReadByDumpLog waits until the three replicas of each partition of topic are
+// byte-identical (segment checksums), then has Apache Kafka's kafka-dump-log read every
+// replica's segments with --deep-iteration: each one parses to the same batches (none for
+// a partition the producer's sticky partitioner left empty).
+func replicasReadByDumpLog(t *testing.T, c *clustertest.Cluster, topic string, partitions int32) {
+	t.Helper()
+	for p := range partitions {
+		size := 0
+		clustertest.Eventually(t, 60*time.Second, func() (bool, string) {
+			var first string
+			first, size, _ = c.Nodes[0].LogDigest(topic, p)
+			for _, n := range c.Nodes[1:] {
+				if d, _, ok := n.LogDigest(topic, p); !ok || d != first {
+					return false, fmt.Sprintf("node %d's replica of %s-%d differs from node %d's", n.ID, topic, p, c.Nodes[0].ID)
+				}
+			}
+			return true, ""
+		})
+		var dumps []string
+		for _, n := range c.Nodes {
+			segs, _ := filepath.Glob(filepath.Join(n.Props["log.dirs"], fmt.Sprintf("%s-%d", topic, p), "*.log"))
+			if len(segs) == 0 {
+				t.Fatalf("node %d holds no segment of %s-%d", n.ID, topic, p)
+			}
+			sort.Strings(segs)
+			out := tool(t, "", dumpLogTool, "--files", strings.Join(segs, ","), "--deep-iteration")
+			var batches []string
+			for _, line := range strings.Split(out, "\n") {
+				if strings.HasPrefix(line, "baseOffset:") {
+					// the batch, without its file position (segments may roll differently)
+					batches = append(batches, line[:strings.Index(line+" position:", " position:")])
+				}
+			}
+			if (len(batches) == 0) != (size == 0) || strings.Contains(out, "Found an exception") {
+				t.Fatalf("kafka-dump-log on node %d's %s-%d:\n%s", n.ID, topic, p, out)
+			}
+			dumps = append(dumps, strings.Join(batches, "\n"))
+		}
+		for i := 1; i < len(dumps); i++ {
+			if dumps[i] != dumps[0] {
+				t.Fatalf("kafka-dump-log reads node %d's %s-%d differently from node %d's", c.Nodes[i].ID, topic, p, c.Nodes[0].ID)
+			}
+		}
+	}
 }
