@@ -161,11 +161,7 @@ func TestMirrorRF3StopWithNodeDown(t *testing.T) {
 	const topic, partitions = "orders", 3
 	a, b := startClusters(t, rf3, rf3)
 	openTxnSource(t, a, topic, partitions)
-	aEnds := func() (map[int32]int64, error) { return endOffsets(a.Node(1).Addr, topic) }
-
-	mustMirrorsCLI(t, "Created cluster mirror from-a.", b.Node(1).Addr, "--create", "--mirror", "from-a", "--mirror-config", writeMirrorConfig(t, "from-a", a.Bootstrap()))
-	mustMirrorsCLI(t, "Started mirroring topic orders in mirror from-a.", b.Node(1).Addr, "--start", "--mirror", "from-a", "--topics", topic)
-	waitMirroring(t, b.Node(1).Addr, "from-a", topic, partitions, aEnds)
+	mirrorFromA(t, a, b, topic, partitions)
 	waitISRSize(t, b.Node(1).Addr, topic, partitions, 3)
 	aID, err := topicID(a.Node(1).Addr, topic)
 	if err != nil {
@@ -258,10 +254,7 @@ func TestMirrorRF3StopBelowMinISR(t *testing.T) {
 	const topic, partitions = "orders", 3
 	a, b := startClusters(t, rf3, rf3)
 	openTxnSource(t, a, topic, partitions)
-	aEnds := func() (map[int32]int64, error) { return endOffsets(a.Node(1).Addr, topic) }
-	mustMirrorsCLI(t, "Created cluster mirror from-a.", b.Node(1).Addr, "--create", "--mirror", "from-a", "--mirror-config", writeMirrorConfig(t, "from-a", a.Bootstrap()))
-	mustMirrorsCLI(t, "Started mirroring topic orders in mirror from-a.", b.Node(1).Addr, "--start", "--mirror", "from-a", "--topics", topic)
-	waitMirroring(t, b.Node(1).Addr, "from-a", topic, partitions, aEnds)
+	mirrorFromA(t, a, b, topic, partitions)
 	aID, err := topicID(a.Node(1).Addr, topic)
 	if err != nil {
 		t.Fatal(err)
@@ -475,10 +468,7 @@ func TestMirrorRF3CoordinatorMoves(t *testing.T) {
 	aProd := a.Client(nil, kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
 	produceSync(t, aProd, topic, keyRange("first", 60))
 	commitGroup(t, a, a.Node(1).Addr, group, topic)
-	aEnds := func() (map[int32]int64, error) { return endOffsets(a.Node(1).Addr, topic) }
-	mustMirrorsCLI(t, "Created cluster mirror from-a.", b.Node(1).Addr, "--create", "--mirror", mirror, "--mirror-config", writeMirrorConfig(t, mirror, a.Bootstrap()))
-	mustMirrorsCLI(t, "Started mirroring topic orders in mirror from-a.", b.Node(1).Addr, "--start", "--mirror", mirror, "--topics", topic)
-	waitMirroring(t, b.Node(1).Addr, mirror, topic, partitions, aEnds)
+	aEnds := mirrorFromA(t, a, b, topic, partitions)
 	synced := func(addr string) {
 		t.Helper()
 		clustertest.Eventually(t, 90*time.Second, func() (bool, string) {
@@ -514,4 +504,16 @@ func TestMirrorRF3CoordinatorMoves(t *testing.T) {
 	commitGroup(t, a, a.Node(1).Addr, group, topic)
 	waitMirroring(t, live.Addr, mirror, topic, partitions, aEnds)
 	synced(live.Addr)
+}
+
+// mirrorFromA creates the cluster mirror from-a on b from a's bootstrap, starts topic in
+// it and waits until its partitions are MIRRORING at a's end offsets; it returns the
+// function reading a's end offsets of topic.
+func mirrorFromA(t *testing.T, a, b *clustertest.Cluster, topic string, partitions int32) func() (map[int32]int64, error) {
+	t.Helper()
+	aEnds := func() (map[int32]int64, error) { return endOffsets(a.Node(1).Addr, topic) }
+	mustMirrorsCLI(t, "Created cluster mirror from-a.", b.Node(1).Addr, "--create", "--mirror", "from-a", "--mirror-config", writeMirrorConfig(t, "from-a", a.Bootstrap()))
+	mustMirrorsCLI(t, "Started mirroring topic "+topic+" in mirror from-a.", b.Node(1).Addr, "--start", "--mirror", "from-a", "--topics", topic)
+	waitMirroring(t, b.Node(1).Addr, "from-a", topic, partitions, aEnds)
+	return aEnds
 }

@@ -12,23 +12,30 @@ import (
 	"github.com/kmirror/kmirror/internal/clustertest"
 )
 
-// TestReplicationRF3: a topic with replication factor 3 and min.insync.replicas 2 on three
-// nodes takes acks=all idempotent writes through every node; every record is read back,
-// and every partition's three replicas end byte-identical.
-func TestReplicationRF3(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Spec{Combined: 3})
+// createRF3Topic creates topic with replication factor 3 and min.insync.replicas 2 and
+// waits until every partition has a leader.
+func createRF3Topic(t *testing.T, c *clustertest.Cluster, topic string, partitions int32) {
+	t.Helper()
 	adm := kadm.NewClient(c.Client([]string{c.Nodes[0].Addr}))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	const topic, partitions = "replicated", 6
 	resp, err := adm.CreateTopic(ctx, partitions, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, topic)
 	if err == nil {
 		err = resp.Err
 	}
 	if err != nil {
-		t.Fatalf("CreateTopics RF 3: %v", err)
+		t.Fatalf("CreateTopics %s RF 3: %v", topic, err)
 	}
 	c.WaitLeaders(topic)
+}
+
+// TestReplicationRF3: a topic with replication factor 3 and min.insync.replicas 2 on three
+// nodes takes acks=all idempotent writes through every node; every record is read back,
+// and every partition's three replicas end byte-identical.
+func TestReplicationRF3(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Spec{Combined: 3})
+	const topic, partitions = "replicated", 6
+	createRF3Topic(t, c, topic, partitions)
 	const perNode = 300
 	var want []string
 	for _, n := range c.Brokers() {
@@ -67,18 +74,8 @@ func TestReplicationRF3(t *testing.T) {
 // leaves every ISR, and acks=all writes go on.
 func TestKilledBrokerFencedOnConnectionLoss(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Spec{Combined: 3, Props: map[string]string{"broker.session.timeout.ms": "600000"}})
-	adm := kadm.NewClient(c.Client([]string{c.Nodes[0].Addr}))
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
 	const topic, partitions = "fenced-on-close", 3
-	resp, err := adm.CreateTopic(ctx, partitions, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, topic)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		t.Fatalf("CreateTopics RF 3: %v", err)
-	}
-	c.WaitLeaders(topic)
+	createRF3Topic(t, c, topic, partitions)
 	active := c.ActiveController()
 	var victim, survivor *clustertest.Node
 	for _, n := range c.Nodes {
