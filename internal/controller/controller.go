@@ -22,6 +22,7 @@ import (
 
 	"github.com/kmirror/kmirror/internal/metadata"
 	"github.com/kmirror/kmirror/internal/mirrorproto"
+	"github.com/kmirror/kmirror/internal/wire"
 )
 
 // Quorum is the metadata log as the active controller uses it (*metadata.Controller).
@@ -119,11 +120,13 @@ type session struct {
 	// controlled shutdown, −1 when none (Kafka's controlledShutdownOffset): the broker may
 	// stop once every active broker has applied it.
 	shutdownOffset int64
-	// conn is the Done channel of the connection that carried the broker's heartbeats
-	// (nil when they come in-process), watched by watchConnection; connLost is when that
-	// connection closed, zero while it is open.
+	// conn is the Done channel of the client connection that carried the broker's
+	// heartbeats (nil when they come in-process), watched by watchConnection; connLost is
+	// when that connection closed, zero while it is open; gap is the time between the
+	// last two heartbeats.
 	conn     <-chan struct{}
 	connLost time.Time
+	gap      time.Duration
 }
 
 // newSession is the session of a broker heard from now at metadata offset offset.
@@ -312,13 +315,15 @@ func (c *Controller) fenceExpired(ctx context.Context) {
 }
 
 // connectionLost reports whether the connection of s's heartbeats closed more than the
-// grace (twice HeartbeatInterval, at most SessionTimeout) before now, with no heartbeat
-// since. mu held.
+// grace before now, with no heartbeat since: twice the broker's heartbeat interval (this
+// node's HeartbeatInterval, or the gap between its last two heartbeats when longer: a
+// broker may heartbeat less often than this node is configured to), at most
+// SessionTimeout. mu held.
 func (c *Controller) connectionLost(s *session, now time.Time) bool {
 	if c.opts.HeartbeatInterval <= 0 || s.connLost.IsZero() {
 		return false
 	}
-	return now.Sub(s.connLost) > min(2*c.opts.HeartbeatInterval, c.opts.SessionTimeout)
+	return now.Sub(s.connLost) > min(2*max(c.opts.HeartbeatInterval, s.gap), c.opts.SessionTimeout)
 }
 
 // watchConnection makes s, the session of broker id just renewed by a heartbeat that
@@ -329,13 +334,25 @@ func (c *Controller) connectionLost(s *session, now time.Time) bool {
 func (c *Controller) watchConnection(ctx context.Context, id int32, s, old *session) {
 	if old != nil {
 		s.conn = old.conn
+		s.gap = s.lastContact.Sub(old.lastContact)
+	}
+	if !wire.FromConnection(ctx) {
+		return // in-process (this node's own broker): the session timeout alone applies
 	}
 	done := ctx.Done()
-	if done == nil || done == s.conn {
+	if done == s.conn {
+		// A heartbeat served after its connection closed (queued behind others, or
+		// waiting for writeMu) renews the session, but not the connection.
+		if ctx.Err() != nil && !errors.Is(context.Cause(ctx), wire.ErrServerClosed) {
+			s.connLost = time.Now()
+		}
 		return
 	}
 	s.conn = done
 	context.AfterFunc(ctx, func() {
+		if errors.Is(context.Cause(ctx), wire.ErrServerClosed) {
+			return // this node's listener stops: the brokers did not go away
+		}
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if cur := c.sessions[id]; cur != nil && cur.conn == done {

@@ -731,3 +731,23 @@ func TestAutoLeaderRebalance(t *testing.T) {
 		})
 	}
 }
+
+// TestInProcessHeartbeatsKeepTheSession: heartbeats that reach the controller in-process
+// (a combined node's own broker; each with a context cancelled once it is answered) are
+// not taken for a connection that closed: twice the heartbeat interval without one
+// leaves the broker unfenced, its session timeout (an hour here) alone applying.
+func TestInProcessHeartbeatsKeepTheSession(t *testing.T) {
+	tc := newTestCluster(t, Options{HeartbeatInterval: 20 * time.Millisecond}, 2)
+	ctx, cancel := context.WithTimeout(tc.ctx, time.Minute)
+	req := kmsg.NewPtrBrokerHeartbeatRequest()
+	req.BrokerID, req.BrokerEpoch, req.CurrentMetadataOffset = 2, tc.epochs[2], int64(tc.image().Offset)
+	if resp := tc.c.Heartbeat(ctx, req); resp.ErrorCode != 0 {
+		t.Fatalf("heartbeat: %v", kerr.ErrorForCode(resp.ErrorCode))
+	}
+	cancel() // as the broker's lifecycle does after each heartbeat
+	time.Sleep(100 * time.Millisecond) // more than twice the interval
+	tc.c.step(tc.ctx)
+	if tc.image().Brokers[2].Fenced {
+		t.Fatal("broker 2 fenced although its in-process heartbeats never had a connection to lose")
+	}
+}

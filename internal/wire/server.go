@@ -44,6 +44,20 @@ type Handler interface {
 	Handle(ctx context.Context, req *Request) kmsg.Response
 }
 
+// ErrServerClosed is the cause (context.Cause) of the end of a connection's context when
+// the server shuts down, rather than the connection closing by itself.
+var ErrServerClosed = errors.New("wire: server shut down")
+
+type connectionKey struct{}
+
+// FromConnection reports whether ctx is a Handler's context of a request read from a
+// client connection: it ends when that connection closes (or, with cause ErrServerClosed,
+// when the server shuts down). An in-process request's context is not one.
+func FromConnection(ctx context.Context) bool {
+	v, _ := ctx.Value(connectionKey{}).(bool)
+	return v
+}
+
 // Releaser is implemented by a response that borrows pooled buffers or segment file
 // ranges (a Fetch response's record batches): Release is called once the response is
 // encoded, or for a PartsResponse once its parts are written (or writing them failed).
@@ -70,14 +84,14 @@ type Server struct {
 	closing  bool
 	wg       sync.WaitGroup
 	ctx      context.Context
-	cancel   context.CancelFunc
+	cancel   context.CancelCauseFunc
 	initOnce sync.Once
 }
 
 func (s *Server) init() {
 	s.initOnce.Do(func() {
 		s.conns = map[*conn]struct{}{}
-		s.ctx, s.cancel = context.WithCancel(context.Background())
+		s.ctx, s.cancel = context.WithCancelCause(context.Background())
 		if s.Logger == nil {
 			s.Logger = slog.Default()
 		}
@@ -124,6 +138,9 @@ func (s *Server) Serve(ln net.Listener) error {
 // handling, then closes every connection. It waits until all loops exit or ctx ends.
 func (s *Server) Shutdown(ctx context.Context) {
 	s.init()
+	// Cancelled before the reads are unblocked, so that every connection's context ends
+	// with ErrServerClosed as its cause, and long polls return what they have.
+	s.cancel(ErrServerClosed)
 	s.mu.Lock()
 	s.closing = true
 	if s.ln != nil {
@@ -134,7 +151,6 @@ func (s *Server) Shutdown(ctx context.Context) {
 		c.nc.SetReadDeadline(time.Now())
 	}
 	s.mu.Unlock()
-	s.cancel() // long polls return what they have
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
 	select {
@@ -194,6 +210,7 @@ func (c *conn) run() {
 	}()
 	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()
+	ctx = context.WithValue(ctx, connectionKey{}, true)
 	frames := make(chan frame, 8)
 	go func() {
 		defer close(frames)

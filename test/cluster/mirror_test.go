@@ -774,7 +774,10 @@ func TestMirrorIntoFailoverFailbackThreeNodes(t *testing.T) {
 // response in mirror.Manager.DescribeClusterMirrors' merge of the sync tasks).
 func TestMirrorDescribeWithNodeDown(t *testing.T) {
 	const topic, partitions = "orders", 6
-	a, b := startClusters(t, clustertest.Spec{Combined: 1}, clustertest.Spec{Combined: 3, Props: map[string]string{"broker.session.timeout.ms": "30000"}})
+	a, b := startClusters(t, clustertest.Spec{Combined: 1}, clustertest.Spec{Combined: 3, Props: map[string]string{
+		// a 15 s heartbeat interval: the killed node's closed connection alone fences it
+		// only after twice that, the session's 30 s
+		"broker.session.timeout.ms": "30000", "broker.heartbeat.interval.ms": "15000"}})
 	createTopic(t, a, a.Node(1).Addr, topic, partitions)
 	produceSync(t, a.Client(nil, kgo.RecordPartitioner(kgo.RoundRobinPartitioner())), topic, keyRange("k", 60))
 	cfg := filepath.Join(t.TempDir(), "from-a.properties")
