@@ -218,11 +218,12 @@ func (c *Controller) step(ctx context.Context) {
 			}
 			c.sessions[id] = newSession(-1)
 		}
+		sessions := len(c.sessions) // read under mu: registrations write the map
 		c.mu.Unlock()
 		c.writeMu.Lock()
 		c.rebalanceAt = time.Time{}
 		c.writeMu.Unlock()
-		c.log.Info("this node is the active controller", "node.id", c.opts.NodeID, "brokers", len(c.sessions))
+		c.log.Info("this node is the active controller", "node.id", c.opts.NodeID, "brokers", sessions)
 	}
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
