@@ -744,7 +744,7 @@ func TestInProcessHeartbeatsKeepTheSession(t *testing.T) {
 	if resp := tc.c.Heartbeat(ctx, req); resp.ErrorCode != 0 {
 		t.Fatalf("heartbeat: %v", kerr.ErrorForCode(resp.ErrorCode))
 	}
-	cancel() // as the broker's lifecycle does after each heartbeat
+	cancel()                           // as the broker's lifecycle does after each heartbeat
 	time.Sleep(100 * time.Millisecond) // more than twice the interval
 	tc.c.step(tc.ctx)
 	if tc.image().Brokers[2].Fenced {
