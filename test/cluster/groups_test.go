@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -125,6 +126,12 @@ func committedOffsets(addr, group, topic string) (map[int32]int64, error) {
 
 // endOffsets is ListOffsets (latest) of topic through addr, by partition.
 func endOffsets(addr, topic string) (map[int32]int64, error) {
+	return listEndOffsets(addr, topic, false)
+}
+
+// listEndOffsets is ListOffsets (latest) of topic through addr, by partition; with live,
+// the partitions that answer (those of a node that is down do not) instead of an error.
+func listEndOffsets(addr, topic string, live bool) (map[int32]int64, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
 	if err != nil {
 		return nil, err
@@ -132,15 +139,20 @@ func endOffsets(addr, topic string) (map[int32]int64, error) {
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	os, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
-	if err != nil {
+	listed, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	var shardErrs *kadm.ShardErrors
+	if err != nil && !(live && errors.As(err, &shardErrs)) {
 		return nil, err
 	}
-	if err := os.Error(); err != nil {
+	if err := listed.Error(); err != nil && !live {
 		return nil, err
 	}
 	out := map[int32]int64{}
-	os.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
+	listed.Each(func(o kadm.ListedOffset) {
+		if o.Err == nil {
+			out[o.Partition] = o.Offset
+		}
+	})
 	return out, nil
 }
 

@@ -487,25 +487,7 @@ func commitGroup(t *testing.T, c *clustertest.Cluster, seed, group, topic string
 // liveEndOffsets is ListOffsets (latest) of topic through addr for the partitions that
 // answer (those of a node that is down do not).
 func liveEndOffsets(addr, topic string) (map[int32]int64, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	listed, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
-	var shardErrs *kadm.ShardErrors
-	if err != nil && !errors.As(err, &shardErrs) {
-		return nil, err
-	}
-	out := map[int32]int64{}
-	listed.Each(func(o kadm.ListedOffset) {
-		if o.Err == nil {
-			out[o.Partition] = o.Offset
-		}
-	})
-	return out, nil
+	return listEndOffsets(addr, topic, true)
 }
 
 // TestMirrorIntoFailoverFailbackThreeNodes: `kmirror mirrors` (the real CLI binary, run
