@@ -35,7 +35,14 @@ type Request struct {
 	Header Header
 	Body   kmsg.Request // version already set
 	Remote net.Addr
+	// Principal is the connection's authenticated principal in Kafka's form
+	// (KafkaPrincipal "User:NAME"); AnonymousPrincipal on a PLAINTEXT listener.
+	Principal string
 }
+
+// AnonymousPrincipal is Kafka's principal of an unauthenticated connection.
+const AnonymousPrincipal = "User:ANONYMOUS"
+
 
 // Handler serves decoded requests. Handle returns the response body (its version is set
 // by the caller), or nil when no response is due (Produce with acks=0). ctx is cancelled
@@ -323,7 +330,7 @@ func (c *conn) serve(ctx context.Context, buf []byte) (reply, error) {
 	if err := decode(req, rest); err != nil {
 		return reply{}, fmt.Errorf("decoding %s v%d: %w", kmsg.NameForKey(h.Key), h.Version, err)
 	}
-	resp := s.Handler.Handle(ctx, &Request{Header: h, Body: req, Remote: c.nc.RemoteAddr()})
+	resp := s.Handler.Handle(ctx, &Request{Header: h, Body: req, Remote: c.nc.RemoteAddr(), Principal: AnonymousPrincipal})
 	if resp == nil {
 		return reply{}, nil
 	}
