@@ -182,6 +182,7 @@ const (
 	cfgFetchMaxBytes    = "fetch.max.bytes"
 	cfgFetchRespMax     = "fetch.response.max.bytes"
 	cfgFetchBackoff     = "fetch.backoff.ms"
+	cfgReceiveBuffer    = "receive.buffer.bytes"
 	cfgTopicsInclude    = "topics.include"
 	cfgTopicsExclude    = "topics.exclude"
 	cfgStartOffset      = "start.offset"
@@ -238,6 +239,7 @@ type mirrorConfig struct {
 	fetchMinBytes    int32
 	fetchMaxBytes    int32
 	fetchRespMax     int32
+	receiveBuffer    int32 // SO_RCVBUF of fetch connections, -1: the OS's autotuning
 	fetchBackoff     time.Duration
 	include          []*regexp.Regexp
 	exclude          []*regexp.Regexp
@@ -333,6 +335,7 @@ func parseMirrorConfig(raw map[string]string) (*mirrorConfig, error) {
 		{cfgFetchMinBytes, &c.fetchMinBytes},
 		{cfgFetchMaxBytes, &c.fetchMaxBytes},
 		{cfgFetchRespMax, &c.fetchRespMax},
+		{cfgReceiveBuffer, &c.receiveBuffer},
 	} {
 		v, err := c.intConfig(f.name)
 		if err != nil {

@@ -59,6 +59,12 @@ func dialFetchConn(ctx context.Context, cfg *mirrorConfig, addr, clientID string
 	if err != nil {
 		return nil, err
 	}
+	if tc, ok := conn.(*net.TCPConn); ok && cfg.receiveBuffer > 0 {
+		if err := tc.SetReadBuffer(int(cfg.receiveBuffer)); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("%s=%d: %w", cfgReceiveBuffer, cfg.receiveBuffer, err)
+		}
+	}
 	tcfg, err := cfg.tlsConfig()
 	if err != nil {
 		conn.Close()

@@ -189,6 +189,12 @@ func (f *fetcher) fetchOnce(ctx context.Context, ps []*partition, pre *prefetch)
 		return false, nil
 	}
 	idx := newFetchIndex(ps)
+	idx.each(resp, func(p *partition, _ kafka.TopicPartition, rp *kmsg.FetchResponseTopicPartition) bool {
+		if rp.ErrorCode == 0 {
+			p.sizeFetch(cfg, len(rp.RecordBatches), len(ps)) // before the prefetch asks for the next round
+		}
+		return true
+	})
 	var next *prefetch
 	if !idx.anyThrottled || !f.r.m.throttle.record(idx.throttledBytes(resp)) {
 		// over the quota the next round leaves the throttled partitions out: no prefetch

@@ -61,6 +61,9 @@ type partition struct {
 	// throttled: the topic's mirror.replication.throttled.replicas lists this partition
 	// on this broker, so its fetched bytes count against mirror.replication.throttled.rate
 	throttled atomic.Bool
+	// fetchBytes is the PartitionMaxBytes of the next fetch (0: fetch.max.bytes); see
+	// partitionMaxBytes and sizeFetch
+	fetchBytes atomic.Int32
 
 	bytesFetched    atomic.Int64
 	bytesAppended   atomic.Int64

@@ -80,7 +80,7 @@ func (f *fetcher) buildFetch(cfg *mirrorConfig, ps []*partition, pos map[*partit
 		rp.LastFetchedEpoch = fp.epoch
 		rp.CurrentLeaderEpoch = -1
 		rp.LogStartOffset = -1
-		rp.PartitionMaxBytes = cfg.fetchMaxBytes
+		rp.PartitionMaxBytes = p.partitionMaxBytes(cfg)
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 		offsets[kafka.TopicPartition{Topic: p.topic, Partition: p.index}] = fp.offset
 		used[p] = fp
@@ -89,6 +89,32 @@ func (f *fetcher) buildFetch(cfg *mirrorConfig, ps []*partition, pos map[*partit
 		return nil, false, nil, nil
 	}
 	return req, noIDs, offsets, used
+}
+
+// partitionMaxBytes is the PartitionMaxBytes of p's next fetch: fetch.max.bytes, or more
+// while the source's responses for p come back full (sizeFetch).
+func (p *partition) partitionMaxBytes(cfg *mirrorConfig) int32 {
+	return max(cfg.fetchMaxBytes, p.fetchBytes.Load())
+}
+
+// sizeFetch adapts p's per-partition fetch size to got, the record bytes the source
+// returned for it at partitionMaxBytes, in a fetch of n partitions: a response at least
+// three quarters full doubles it, up to p's share of fetch.response.max.bytes (and of the
+// largest response a fetch connection reads), so that a mirror of few partitions is bound
+// neither by fetch.max.bytes nor by the round-trip time while each partition of a fetch
+// keeps room in the response; one under a quarter full halves it, down to
+// fetch.max.bytes, so that a caught-up partition does not keep a large buffer's worth.
+func (p *partition) sizeFetch(cfg *mirrorConfig, got, n int) {
+	cur := int64(p.partitionMaxBytes(cfg))
+	limit := max(int64(cfg.fetchMaxBytes), min(int64(cfg.fetchRespMax), maxFetchResponseBytes/2)/int64(max(n, 1)))
+	switch {
+	case cur > limit: // more partitions share the fetch than when it grew
+		p.fetchBytes.Store(int32(limit))
+	case int64(got) >= cur-cur/4 && cur < limit:
+		p.fetchBytes.Store(int32(min(limit, 2*cur)))
+	case int64(got) < cur/4 && cur > int64(cfg.fetchMaxBytes):
+		p.fetchBytes.Store(int32(max(int64(cfg.fetchMaxBytes), cur/2)))
+	}
 }
 
 // startPrefetch predicts every partition's position after resp is appended (from the

@@ -2,6 +2,8 @@ package mirror
 
 import (
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -65,4 +67,48 @@ func TestPrefetchDroppedOnStateChange(t *testing.T) {
 	for _, topic := range []string{"a", "b"} {
 		sameBatches(t, fmt.Sprintf("%s-0", topic), sourceBatches(t, src, topic, 0), localBatches(t, e.localLog(topic, 0)))
 	}
+}
+
+// TestFetchSizeGrowsWhileFull covers the adaptive per-partition fetch size: a backlog on
+// one partition is fetched with a PartitionMaxBytes that grows from fetch.max.bytes while
+// the responses come back full, up to fetch.response.max.bytes, and falls back to
+// fetch.max.bytes once the mirror is caught up and the responses are empty.
+func TestFetchSizeGrowsWhileFull(t *testing.T) {
+	c, src := newKfake(t, kfake.SeedTopics(1, "a"))
+	addrs := c.ListenAddrs()
+	for range 64 { // 64 batches of about 2 KiB
+		produce(t, addrs, "a", 60)
+	}
+	var mu sync.Mutex
+	var seen []int32 // PartitionMaxBytes of every Fetch, in order
+	c.ControlKey(int16(kmsg.Fetch), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		for _, ft := range kr.(*kmsg.FetchRequest).Topics {
+			for _, fp := range ft.Partitions {
+				mu.Lock()
+				seen = append(seen, fp.PartitionMaxBytes)
+				mu.Unlock()
+			}
+		}
+		return nil, nil, false
+	})
+	e := newEnv(t)
+	e.createMirror("m1", addrs[0], "fetch.max.bytes", "1024", "fetch.response.max.bytes", "65536", "fetch.wait.max.ms", "20")
+	e.startTopics("m1", "a")
+	e.waitCaughtUp(src, "m1", "a")
+	mu.Lock()
+	grown := slices.Max(seen)
+	fetches := len(seen)
+	mu.Unlock()
+	if grown != 65536 {
+		t.Fatalf("the largest PartitionMaxBytes was %d, want fetch.response.max.bytes 65536 (sizes %v)", grown, seen)
+	}
+	if fetches >= 64 {
+		t.Fatalf("%d fetches for 64 batches: the fetch size did not grow (sizes %v)", fetches, seen)
+	}
+	eventually(t, func() string { mu.Lock(); defer mu.Unlock(); return fmt.Sprintf("sizes %v", seen) }, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return seen[len(seen)-1] == 1024
+	})
 }
