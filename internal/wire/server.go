@@ -43,7 +43,6 @@ type Request struct {
 // AnonymousPrincipal is Kafka's principal of an unauthenticated connection.
 const AnonymousPrincipal = "User:ANONYMOUS"
 
-
 // Handler serves decoded requests. Handle returns the response body (its version is set
 // by the caller), or nil when no response is due (Produce with acks=0). ctx is cancelled
 // when the connection closes or the server shuts down.
