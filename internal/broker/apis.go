@@ -101,7 +101,7 @@ func (t apiTable) versions(b *Broker) *wire.Versions {
 // handle dispatches req to its handler.
 func (t apiTable) handle(b *Broker, ctx context.Context, req *wire.Request) kmsg.Response {
 	if a := t[req.Header.Key]; a != nil && a.handle != nil && a.served(b) {
-		return a.handle(b, ctx, req)
+		return a.handle(b, b.withSession(ctx, req), req)
 	}
 	// The version table lists only served keys with a handler (wire refuses the others);
 	// reaching here is a bug.
