@@ -11,7 +11,7 @@ package broker
 //
 // kmsg knows only maximum versions, so minimums follow Apache Kafka 4.x (which removed the
 // oldest versions), kept low enough for the Java, librdkafka and franz-go clients of the
-// last five years. APIs not registered (ACLs, KIP-848, share groups) are not advertised,
+// last five years. APIs not registered (SASL, KIP-848, share groups) are not advertised,
 // so clients fall back or report them as unsupported.
 
 import (
