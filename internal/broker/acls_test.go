@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/internal/brokertest"
+	"github.com/kmirror/kmirror/internal/mirrorproto"
 )
 
 const standardAuthorizer = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
@@ -312,5 +313,75 @@ func TestAuthorizedOperations(t *testing.T) {
 	d, err := dc.RequestWith(ctx, cl)
 	if err != nil || d.ErrorCode != 0 || d.ClusterAuthorizedOperations != 1<<8 {
 		t.Fatalf("DescribeCluster: %+v %v, want DESCRIBE only", d, err)
+	}
+}
+
+// createRawACL creates one binding with CreateAcls as given (kadm cannot name the
+// ClusterMirror resource type).
+func createRawACL(t *testing.T, cl *kgo.Client, rt int8, name string, pt int8, principal string, op int8) {
+	t.Helper()
+	req := kmsg.NewPtrCreateACLsRequest()
+	c := kmsg.NewCreateACLsRequestCreation()
+	c.ResourceType, c.ResourceName, c.ResourcePatternType = kmsg.ACLResourceType(rt), name, kmsg.ACLResourcePatternType(pt)
+	c.Principal, c.Host, c.Operation, c.PermissionType = principal, "*", kmsg.ACLOperation(op), kmsg.ACLPermissionTypeAllow
+	req.Creations = append(req.Creations, c)
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := resp.Results[0].ErrorCode; code != 0 {
+		t.Fatalf("CreateAcls %s %q: %v", kmsg.ACLResourceType(rt), name, kerr.ErrorForCode(code))
+	}
+}
+
+func TestClusterMirrorACLs(t *testing.T) {
+	ctx := context.Background()
+	src := brokertest.Start(t, nil)
+	dst := brokertest.Start(t, authzProps())
+	const clusterMirror, literal = 64, 3
+	createRawACL(t, dst.Client(), clusterMirror, "allowed", literal, anonymous, 5) // CREATE
+	dropSuperUser(dst)
+	adm := dst.Client(kgo.MaxVersions(mirrorproto.ClientVersions()))
+	create := func(name string) int16 {
+		t.Helper()
+		r, err := adm.Request(ctx, &mirrorproto.CreateClusterMirrorRequest{MirrorName: name,
+			Config: []mirrorproto.CreateClusterMirrorRequestConfig{{Name: "bootstrap.servers", Value: src.Addr()}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.(*mirrorproto.CreateClusterMirrorResponse).ErrorCode
+	}
+	if code := create("other"); code != mirrorproto.ClusterMirrorAuthorizationFailed {
+		t.Fatalf("CreateClusterMirror without CREATE: %v, want CLUSTER_MIRROR_AUTHORIZATION_FAILED", mirrorproto.ErrorFor(code, nil))
+	}
+	if code := create("allowed"); code != 0 {
+		t.Fatalf("CreateClusterMirror with CREATE: %v", mirrorproto.ErrorFor(code, nil))
+	}
+	// CREATE does not imply DESCRIBE: the mirror is left out of ListClusterMirrors.
+	r, err := adm.Request(ctx, &mirrorproto.ListClusterMirrorsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ms := r.(*mirrorproto.ListClusterMirrorsResponse).Mirrors; len(ms) != 0 {
+		t.Fatalf("ListClusterMirrors without DESCRIBE lists %+v", ms)
+	}
+	// Starting topics needs ALTER on the mirror.
+	sreq := mirrorproto.NewStartMirrorTopicsRequest()
+	sreq.MirrorName = "allowed"
+	sreq.Topics = []mirrorproto.StartMirrorTopicsRequestTopic{{TopicName: "t"}}
+	sr, err := adm.Request(ctx, sreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := sr.(*mirrorproto.StartMirrorTopicsResponse).ErrorCode; code != mirrorproto.ClusterMirrorAuthorizationFailed {
+		t.Fatalf("StartMirrorTopics without ALTER: %v, want CLUSTER_MIRROR_AUTHORIZATION_FAILED", mirrorproto.ErrorFor(code, nil))
+	}
+	// The inter-broker mirror RPCs need CLUSTER_ACTION.
+	rr, err := adm.Request(ctx, &mirrorproto.ReadMirrorStatesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := rr.(*mirrorproto.ReadMirrorStatesResponse).ErrorCode; code != kerr.ClusterAuthorizationFailed.Code {
+		t.Fatalf("ReadMirrorStates without CLUSTER_ACTION: %v", kerr.ErrorForCode(code))
 	}
 }

@@ -224,3 +224,10 @@ func (b *Broker) authorizeConfigResource(ctx context.Context, op acl.Operation, 
 	}
 	return nil, ""
 }
+
+// setErrorMessage sets the top-level ErrorMessage of resp when it has one.
+func setErrorMessage(resp kmsg.Response, msg string) {
+	if f := reflect.ValueOf(resp).Elem().FieldByName("ErrorMessage"); f.IsValid() && f.Type() == reflect.TypeOf((*string)(nil)) {
+		f.Set(reflect.ValueOf(&msg))
+	}
+}
