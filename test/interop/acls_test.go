@@ -1,0 +1,50 @@
+package interop
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/kmirror/kmirror/internal/brokertest"
+)
+
+// aclsTool is kafka-acls.sh.
+const aclsTool = "org.apache.kafka.tools.AclCommand"
+
+// TestKafkaAclsTool: Apache Kafka's kafka-acls adds, lists and removes bindings on a
+// kmirror broker with the StandardAuthorizer on (the PLAINTEXT principal User:ANONYMOUS a
+// super user), literal and prefixed, ALLOW and DENY.
+func TestKafkaAclsTool(t *testing.T) {
+	needKafka(t)
+	b := brokertest.Start(t, map[string]string{
+		"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+		"super.users":           "User:ANONYMOUS",
+	})
+	bs := []string{"--bootstrap-server", b.Addr()}
+	tool(t, "", aclsTool, append(bs, "--add", "--allow-principal", "User:alice", "--operation", "Read",
+		"--topic", "orders", "--group", "app")...)
+	tool(t, "", aclsTool, append(bs, "--add", "--deny-principal", "User:bob", "--operation", "Write",
+		"--topic", "pay-", "--resource-pattern-type", "prefixed")...)
+
+	out := tool(t, "", aclsTool, append(bs, "--list")...)
+	mustContain(t, "list", out,
+		"ResourcePattern(resourceType=TOPIC, name=orders, patternType=LITERAL)",
+		"(principal=User:alice, host=*, operation=READ, permissionType=ALLOW)",
+		"ResourcePattern(resourceType=GROUP, name=app, patternType=LITERAL)",
+		"ResourcePattern(resourceType=TOPIC, name=pay-, patternType=PREFIXED)",
+		"(principal=User:bob, host=*, operation=WRITE, permissionType=DENY)")
+
+	out = tool(t, "", aclsTool, append(bs, "--list", "--topic", "orders")...)
+	mustContain(t, "list --topic orders", out, "name=orders")
+	if strings.Contains(out, "name=pay-") {
+		t.Fatalf("list --topic orders shows the prefixed pay- binding:\n%s", out)
+	}
+	out = tool(t, "", aclsTool, append(bs, "--list", "--principal", "User:bob")...)
+	mustContain(t, "list --principal User:bob", out, "name=pay-")
+
+	tool(t, "", aclsTool, append(bs, "--remove", "--force", "--allow-principal", "User:alice", "--operation", "Read", "--topic", "orders")...)
+	out = tool(t, "", aclsTool, append(bs, "--list")...)
+	if strings.Contains(out, "name=orders") {
+		t.Fatalf("the removed binding on orders is still listed:\n%s", out)
+	}
+	mustContain(t, "list after remove", out, "name=app", "name=pay-")
+}
