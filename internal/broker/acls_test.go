@@ -268,7 +268,9 @@ func TestPrefixedACLsAndDenyOverAllow(t *testing.T) {
 	}
 	createACLs(t, adm, kadm.NewACLs().Allow(anonymous).Topics("p-").ResourcePatternType(kadm.ACLPatternPrefixed).Operations(kadm.OpWrite))
 	createACLs(t, adm, kadm.NewACLs().Deny(anonymous).Topics("p-secret").ResourcePatternType(kadm.ACLPatternLiteral).Operations(kadm.OpWrite))
+	createACLs(t, adm, kadm.NewACLs().Allow(anonymous).Clusters().ResourcePatternType(kadm.ACLPatternLiteral).Operations(kadm.OpAlter))
 	dropSuperUser(b)
+	adm = kadm.NewClient(b.Client())
 	cl := b.Client(kgo.DisableIdempotentWrite())
 	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "p-open", Value: []byte("v")}).FirstErr(); err != nil {
 		t.Fatalf("producing to p-open under the prefixed ALLOW: %v", err)
@@ -278,6 +280,14 @@ func TestPrefixedACLsAndDenyOverAllow(t *testing.T) {
 		if !errors.Is(err, kerr.TopicAuthorizationFailed) {
 			t.Fatalf("producing to %s: %v, want TOPIC_AUTHORIZATION_FAILED", topic, err)
 		}
+	}
+	// Removing the DENY takes effect at once (no restart): p-secret is writable.
+	if _, err := adm.DeleteACLs(ctx, kadm.NewACLs().Deny(anonymous).DenyHosts().Topics("p-secret").
+		ResourcePatternType(kadm.ACLPatternLiteral).Operations(kadm.OpWrite)); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "p-secret", Value: []byte("v")}).FirstErr(); err != nil {
+		t.Fatalf("producing to p-secret once the DENY is removed: %v", err)
 	}
 	// The idempotent producer may write some topic: InitProducerId succeeds.
 	if err := b.Client().ProduceSync(ctx, &kgo.Record{Topic: "p-open", Value: []byte("v")}).FirstErr(); err != nil {

@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -32,7 +33,9 @@ type authorization struct {
 	// aclWriteMu serialises this broker's CreateAcls and DeleteAcls (their check of the
 	// image and their write).
 	aclWriteMu sync.Mutex
-	loaded     uintptr // identity of the image's ACL map last loaded (atomic under mu)
+	// loaded is the image's ACL map last loaded (stored under mu). Holding it keeps the
+	// map alive, so a new map never reuses its address and identity comparison is sound.
+	loaded atomic.Pointer[map[metadata.TopicID]*metadata.AccessControlEntryRecord]
 }
 
 // newAuthorizer reads authorizer.class.name, super.users and allow.everyone.if.no.acl.found;
@@ -56,14 +59,21 @@ func (b *Broker) authorizer() *acl.Authorizer {
 		return nil
 	}
 	acls := b.meta.Image().ACLs
-	id := uintptr(reflect.ValueOf(acls).UnsafePointer())
+	if sameMap(a.loaded.Load(), acls) {
+		return a.authz // the common case: no lock
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if id != a.loaded {
+	if !sameMap(a.loaded.Load(), acls) {
 		a.authz.Load(bindingsOf(acls))
-		a.loaded = id
+		a.loaded.Store(&acls)
 	}
 	return a.authz
+}
+
+// sameMap reports whether loaded points to the map m (the same map, not equal contents).
+func sameMap(loaded *map[metadata.TopicID]*metadata.AccessControlEntryRecord, m map[metadata.TopicID]*metadata.AccessControlEntryRecord) bool {
+	return loaded != nil && reflect.ValueOf(*loaded).UnsafePointer() == reflect.ValueOf(m).UnsafePointer()
 }
 
 // bindingsOf converts the image's ACL records.
