@@ -3,6 +3,9 @@ package broker_test
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -10,7 +13,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/broker"
 	"github.com/kmirror/kmirror/internal/brokertest"
+	"github.com/kmirror/kmirror/internal/config"
 	"github.com/kmirror/kmirror/internal/mirrorproto"
 )
 
@@ -106,6 +111,24 @@ func countDescribed(t *testing.T, rs kadm.DescribeACLsResults) int {
 		n += len(r.Described)
 	}
 	return n
+}
+
+func TestAuthorizerClassName(t *testing.T) {
+	for _, name := range []string{"kafka.security.authorizer.AclAuthorizer", "com.example.MyAuthorizer"} {
+		cfg, err := config.NewValues(config.Broker, map[string]string{"listeners": "PLAINTEXT://127.0.0.1:0",
+			"log.dirs": t.TempDir(), "authorizer.class.name": name}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := broker.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+		if err == nil {
+			b.Shutdown(context.Background())
+			t.Fatalf("authorizer.class.name=%s was accepted", name)
+		}
+		if !strings.Contains(err.Error(), name) {
+			t.Fatalf("authorizer.class.name=%s: the error does not name it: %v", name, err)
+		}
+	}
 }
 
 func TestACLRPCsWithoutAuthorizer(t *testing.T) {
@@ -304,6 +327,7 @@ func TestAuthorizedOperations(t *testing.T) {
 	}
 	createACLs(t, adm, kadm.NewACLs().Allow(anonymous).Topics("t").ResourcePatternType(kadm.ACLPatternLiteral).Operations(kadm.OpRead))
 	createACLs(t, adm, kadm.NewACLs().Allow(anonymous).Clusters().ResourcePatternType(kadm.ACLPatternLiteral).Operations(kadm.OpDescribe))
+	createACLs(t, adm, kadm.NewACLs().Allow(anonymous).Groups("g").ResourcePatternType(kadm.ACLPatternLiteral).Operations(kadm.OpRead))
 	dropSuperUser(b)
 	cl := b.Client()
 	mr := kmsg.NewPtrMetadataRequest()
