@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+
 	"github.com/kmirror/kmirror/internal/brokertest"
 	"github.com/kmirror/kmirror/internal/kafkaproc"
 	"github.com/kmirror/kmirror/internal/mirrorproto"
-
-	"github.com/twmb/franz-go/pkg/kadm"
 )
 
 // aclsTool is kafka-acls.sh.
