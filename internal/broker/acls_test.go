@@ -419,3 +419,32 @@ func TestClusterMirrorACLs(t *testing.T) {
 		t.Fatalf("ReadMirrorStates without CLUSTER_ACTION: %v", kerr.ErrorForCode(code))
 	}
 }
+
+func TestCreateTopicsAuthorization(t *testing.T) {
+	ctx := context.Background()
+	b := brokertest.Start(t, authzProps())
+	createACLs(t, kadm.NewClient(b.Client()), kadm.NewACLs().Allow(anonymous).Topics("new-").ResourcePatternType(kadm.ACLPatternPrefixed).Operations(kadm.OpCreate))
+	dropSuperUser(b)
+	req := kmsg.NewPtrCreateTopicsRequest()
+	for _, name := range []string{"new-1", "other"} {
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, 1, 1
+		req.Topics = append(req.Topics, rt)
+	}
+	req.TimeoutMillis = 10000
+	resp, err := req.RequestWith(ctx, b.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]kmsg.CreateTopicsResponseTopic{}
+	for _, rt := range resp.Topics {
+		byName[rt.Topic] = rt
+	}
+	// CREATE on the prefix creates new-1; without DESCRIBE_CONFIGS its configs are withheld.
+	if r := byName["new-1"]; r.ErrorCode != 0 || r.ConfigErrorCode != kerr.TopicAuthorizationFailed.Code || len(r.Configs) != 0 {
+		t.Fatalf("CreateTopics new-1: %+v, want created with configs TOPIC_AUTHORIZATION_FAILED", r)
+	}
+	if r := byName["other"]; r.ErrorCode != kerr.TopicAuthorizationFailed.Code {
+		t.Fatalf("CreateTopics other: %v, want TOPIC_AUTHORIZATION_FAILED", kerr.ErrorForCode(r.ErrorCode))
+	}
+}

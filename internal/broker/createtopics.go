@@ -92,7 +92,12 @@ func (b *Broker) handleCreateTopics(ctx context.Context, req *kmsg.CreateTopicsR
 			}
 			st.TopicID = t.ID
 			st.NumPartitions, st.ReplicationFactor = partitions, rf
-			st.Configs = b.createTopicsConfigs(t)
+			// Kafka: the configs are returned only with DESCRIBE_CONFIGS on the topic.
+			if b.authorize(ctx, acl.OpDescribeConfigs, acl.ResourceTopic, rt.Topic) {
+				st.Configs = b.createTopicsConfigs(t)
+			} else {
+				st.ConfigErrorCode = kerr.TopicAuthorizationFailed.Code
+			}
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
