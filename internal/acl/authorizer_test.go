@@ -197,3 +197,42 @@ func TestFilterMatches(t *testing.T) {
 		}
 	}
 }
+
+// TestMirrorSourceMinimalRights: the bindings docs/mirroring.md lists as the mirror
+// source principal's minimal rights allow every request the mirror sends to its source,
+// and nothing that changes the source.
+func TestMirrorSourceMinimalRights(t *testing.T) {
+	const mirror = "User:mirror"
+	a := New(nil, false)
+	a.Load([]Binding{
+		allow(ResourceTopic, "*", PatternLiteral, mirror, OpRead),
+		allow(ResourceTopic, "*", PatternLiteral, mirror, OpDescribeConfigs),
+		allow(ResourceGroup, "*", PatternLiteral, mirror, OpDescribe),
+		allow(ResourceCluster, ClusterName, PatternLiteral, mirror, OpDescribe),
+		allow(ResourceClusterMirror, "*", PatternLiteral, mirror, OpDescribe),
+	})
+	for _, c := range []struct {
+		op   Operation
+		rt   ResourceType
+		name string
+	}{
+		{OpRead, ResourceTopic, "orders"},               // Fetch
+		{OpDescribe, ResourceTopic, "orders"},           // Metadata, ListOffsets, OffsetForLeaderEpoch, OffsetFetch
+		{OpDescribeConfigs, ResourceTopic, "orders"},    // DescribeConfigs
+		{OpDescribe, ResourceGroup, "app"},              // ListGroups, OffsetFetch
+		{OpDescribe, ResourceCluster, ClusterName},      // DescribeAcls, DescribeCluster
+		{OpDescribe, ResourceClusterMirror, "failback"}, // DescribeClusterMirrors, ListClusterMirrors
+	} {
+		if !a.Authorize(mirror, host, c.op, c.rt, c.name) {
+			t.Errorf("the minimal rights refuse %s on %s %s", c.op, c.rt, c.name)
+		}
+	}
+	for _, op := range []Operation{OpWrite, OpCreate, OpDelete, OpAlter, OpAlterConfigs} {
+		if a.Authorize(mirror, host, op, ResourceTopic, "orders") {
+			t.Errorf("the minimal rights allow %s on a source topic", op)
+		}
+	}
+	if a.Authorize(mirror, host, OpRead, ResourceGroup, "app") {
+		t.Error("the minimal rights allow joining a source group")
+	}
+}
