@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/acl"
 	"github.com/kmirror/kmirror/internal/group"
 	"github.com/kmirror/kmirror/internal/kafka"
 )
@@ -19,11 +20,20 @@ func init() {
 	register(kmsg.AddPartitionsToTxn, 0, 4, (*Broker).handleAddPartitionsToTxn)
 }
 
-func (b *Broker) handleAddPartitionsToTxn(_ context.Context, req *kmsg.AddPartitionsToTxnRequest) kmsg.Response {
+func (b *Broker) handleAddPartitionsToTxn(ctx context.Context, req *kmsg.AddPartitionsToTxnRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
 	if req.Version >= 4 {
+		// Kafka: the broker form needs CLUSTER_ACTION on the cluster.
+		if !b.authorizeCluster(ctx, acl.OpClusterAction) {
+			resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+			return resp
+		}
 		return b.verifyPartitionsInTxn(req, resp)
 	}
+	// Kafka's handleAddPartitionsToTxnRequest: WRITE on the transactional ID (else every
+	// partition is TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then WRITE on each topic
+	// (else TOPIC_AUTHORIZATION_FAILED, the other partitions OPERATION_NOT_ATTEMPTED).
+	txnAllowed := b.authorize(ctx, acl.OpWrite, acl.ResourceTransactionalID, req.TransactionalID)
 	// KafkaApis.handleAddPartitionsToTxnRequest: invalid partitions fail the request,
 	// the others get OPERATION_NOT_ATTEMPTED.
 	codes := map[kafka.TopicPartition]int16{}
@@ -32,10 +42,15 @@ func (b *Broker) handleAddPartitionsToTxn(_ context.Context, req *kmsg.AddPartit
 	im := b.meta.Image()
 	for _, rt := range req.Topics {
 		t := im.Topics[rt.Topic]
+		topicAllowed := txnAllowed && b.authorize(ctx, acl.OpWrite, acl.ResourceTopic, rt.Topic)
 		for _, p := range rt.Partitions {
 			tp := kafka.TopicPartition{Topic: rt.Topic, Partition: p}
 			parts = append(parts, tp)
 			switch {
+			case !txnAllowed:
+				codes[tp], failed = kerr.TransactionalIDAuthorizationFailed.Code, true
+			case !topicAllowed:
+				codes[tp], failed = kerr.TopicAuthorizationFailed.Code, true
 			case t == nil || p < 0 || p >= t.Partitions:
 				codes[tp], failed = kerr.UnknownTopicOrPartition.Code, true
 			case isInternalTopic(rt.Topic):

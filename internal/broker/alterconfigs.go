@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/acl"
 	"github.com/kmirror/kmirror/internal/mirrorproto"
 )
 
@@ -18,6 +19,11 @@ func (b *Broker) handleAlterConfigs(ctx context.Context, req *kmsg.AlterConfigsR
 	for _, r := range req.Resources {
 		rr := kmsg.NewAlterConfigsResponseResource()
 		rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
+		if e, msg := b.authorizeConfigResource(ctx, acl.OpAlterConfigs, int8(r.ResourceType), r.ResourceName); e != nil {
+			rr.ErrorCode, rr.ErrorMessage = e.Code, strp(msg)
+			resp.Resources = append(resp.Resources, rr)
+			continue
+		}
 		// AlterConfigs replaces the whole set of dynamic configs of the resource.
 		want := map[string]*string{}
 		for _, c := range r.Configs {

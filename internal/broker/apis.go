@@ -11,7 +11,7 @@ package broker
 //
 // kmsg knows only maximum versions, so minimums follow Apache Kafka 4.x (which removed the
 // oldest versions), kept low enough for the Java, librdkafka and franz-go clients of the
-// last five years. APIs not registered (ACLs, KIP-848, share groups) are not advertised,
+// last five years. APIs not registered (SASL, KIP-848, share groups) are not advertised,
 // so clients fall back or report them as unsupported.
 
 import (
@@ -101,7 +101,7 @@ func (t apiTable) versions(b *Broker) *wire.Versions {
 // handle dispatches req to its handler.
 func (t apiTable) handle(b *Broker, ctx context.Context, req *wire.Request) kmsg.Response {
 	if a := t[req.Header.Key]; a != nil && a.handle != nil && a.served(b) {
-		return a.handle(b, ctx, req)
+		return a.handle(b, b.withSession(ctx, req), req)
 	}
 	// The version table lists only served keys with a handler (wire refuses the others);
 	// reaching here is a bug.

@@ -79,6 +79,7 @@ type Broker struct {
 	peers      peers
 	coordMu    sync.Mutex // serialises coordinator elections with the coordinators' start
 	clusterClientState
+	authorization // authorizer.class.name (authz.go)
 
 	sessionsOnce sync.Once
 	sessions     *fetchSessionCache // fetch sessions (KIP-227), created on first Fetch
@@ -112,6 +113,9 @@ func New(cfg *config.Values, logger *slog.Logger, newMirrors NewMirrorsFunc) (*B
 	}
 	b := &Broker{cfg: cfg, node: node, nodeID: node.NodeID, rack: node.Rack, logger: logger, newMirrors: newMirrors}
 	b.peers.b = b
+	if b.authorization.authz, err = newAuthorizer(cfg); err != nil {
+		return nil, err
+	}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	if b.dataDir, err = config.LogDir(cfg); err != nil {
 		return nil, err

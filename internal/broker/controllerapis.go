@@ -14,6 +14,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/acl"
 	"github.com/kmirror/kmirror/internal/controller"
 	"github.com/kmirror/kmirror/internal/mirrorproto"
 	"github.com/kmirror/kmirror/internal/wire"
@@ -30,9 +31,11 @@ func init() {
 		byController((*controller.Controller).BumpLeaderEpochs))
 }
 
-// byController adapts a handler of the controller to a handler of the broker's.
+// byController adapts a handler of the controller to a handler of the broker's; the
+// request needs CLUSTER_ACTION on the cluster (Kafka's ControllerApis: the controller
+// RPCs are inter-node), else CLUSTER_AUTHORIZATION_FAILED.
 func byController[Req kmsg.Request, Resp kmsg.Response](m func(*controller.Controller, context.Context, Req) Resp) func(*Broker, context.Context, Req) kmsg.Response {
-	return func(b *Broker, ctx context.Context, req Req) kmsg.Response { return m(b.ctrl, ctx, req) }
+	return clusterGated(acl.OpClusterAction, func(b *Broker, ctx context.Context, req Req) kmsg.Response { return m(b.ctrl, ctx, req) })
 }
 
 // controllerHandler serves the controller listener.

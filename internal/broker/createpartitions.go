@@ -9,6 +9,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/internal/acl"
 )
 
 func init() { register(kmsg.CreatePartitions, 0, 3, (*Broker).handleCreatePartitions) }
@@ -21,6 +23,8 @@ func (b *Broker) handleCreatePartitions(ctx context.Context, req *kmsg.CreatePar
 		fail := func(e *kerr.Error, msg string) { st.ErrorCode = e.Code; st.ErrorMessage = strp(msg) }
 		t := b.meta.Image().Topics[rt.Topic]
 		switch {
+		case !b.authorize(ctx, acl.OpAlter, acl.ResourceTopic, rt.Topic): // Kafka: ALTER on the topic
+			fail(kerr.TopicAuthorizationFailed, "Authorization failed.")
 		case t == nil:
 			fail(kerr.UnknownTopicOrPartition, "The topic '"+rt.Topic+"' does not exist.")
 		case rt.Count < t.Partitions:

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/acl"
 	"github.com/kmirror/kmirror/internal/config"
 	"github.com/kmirror/kmirror/internal/controller"
 	"github.com/kmirror/kmirror/internal/metadata"
@@ -55,6 +56,9 @@ func (b *Broker) handleCreateTopics(ctx context.Context, req *kmsg.CreateTopicsR
 			rf = int16(b.cfg.Int32("default.replication.factor"))
 		}
 		switch {
+		// Kafka's handleCreateTopicsRequest: CREATE on the cluster or on the topic.
+		case !b.authorizeCluster(ctx, acl.OpCreate) && !b.authorize(ctx, acl.OpCreate, acl.ResourceTopic, rt.Topic):
+			fail(kerr.TopicAuthorizationFailed, "Authorization failed.")
 		case seen[rt.Topic] > 1:
 			fail(kerr.InvalidRequest, "Create topics request from client contains the topic "+rt.Topic+" more than once")
 		case validateTopicName(rt.Topic) != nil:
@@ -88,7 +92,12 @@ func (b *Broker) handleCreateTopics(ctx context.Context, req *kmsg.CreateTopicsR
 			}
 			st.TopicID = t.ID
 			st.NumPartitions, st.ReplicationFactor = partitions, rf
-			st.Configs = b.createTopicsConfigs(t)
+			// Kafka: the configs are returned only with DESCRIBE_CONFIGS on the topic.
+			if b.authorize(ctx, acl.OpDescribeConfigs, acl.ResourceTopic, rt.Topic) {
+				st.Configs = b.createTopicsConfigs(t)
+			} else {
+				st.ConfigErrorCode = kerr.TopicAuthorizationFailed.Code
+			}
 		}
 		resp.Topics = append(resp.Topics, st)
 	}

@@ -11,20 +11,27 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/acl"
 	"github.com/kmirror/kmirror/internal/storage"
 )
 
 func init() { register(kmsg.DeleteRecords, 0, 2, (*Broker).handleDeleteRecords) }
 
-func (b *Broker) handleDeleteRecords(_ context.Context, req *kmsg.DeleteRecordsRequest) kmsg.Response {
+func (b *Broker) handleDeleteRecords(ctx context.Context, req *kmsg.DeleteRecordsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
 	for _, rt := range req.Topics {
 		st := kmsg.NewDeleteRecordsResponseTopic()
 		st.Topic = rt.Topic
+		allowed := b.authorize(ctx, acl.OpDelete, acl.ResourceTopic, rt.Topic) // Kafka: DELETE on the topic
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewDeleteRecordsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.LowWatermark = -1
+			if !allowed {
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
 			part, err := b.leader(rt.Topic, rp.Partition)
 			if err != nil {
 				sp.ErrorCode = partitionError(err).Code

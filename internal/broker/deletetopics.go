@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/acl"
 	"github.com/kmirror/kmirror/internal/metadata"
 )
 
@@ -38,6 +39,10 @@ func (b *Broker) handleDeleteTopics(ctx context.Context, req *kmsg.DeleteTopicsR
 			t = im.TopicsByID[tg.id]
 		}
 		switch {
+		// Kafka's handleDeleteTopicsRequest: DELETE on the topic (a topic ID whose
+		// topic is not known resolves to no name and is UNKNOWN_TOPIC_ID).
+		case (t != nil || tg.name != nil) && !b.authorize(ctx, acl.OpDelete, acl.ResourceTopic, nameOr(t, tg.name)):
+			st.ErrorCode = kerr.TopicAuthorizationFailed.Code
 		case t == nil && tg.name == nil:
 			st.ErrorCode = kerr.UnknownTopicID.Code
 		case t == nil:
@@ -62,4 +67,12 @@ func (b *Broker) handleDeleteTopics(ctx context.Context, req *kmsg.DeleteTopicsR
 		resp.Topics = append(resp.Topics, st)
 	}
 	return resp
+}
+
+// nameOr is t's name, else *name.
+func nameOr(t *metadata.Topic, name *string) string {
+	if t != nil {
+		return t.Name
+	}
+	return *name
 }

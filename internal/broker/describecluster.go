@@ -6,7 +6,10 @@ package broker
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/internal/acl"
 )
 
 func init() { register(kmsg.DescribeCluster, 0, 1, (*Broker).handleDescribeCluster) }
@@ -19,6 +22,13 @@ func (b *Broker) handleDescribeCluster(ctx context.Context, req *kmsg.DescribeCl
 	listener := b.listenerOf(ctx)
 	resp.ControllerID = b.controllerIDForClients(im, listener)
 	resp.ClusterAuthorizedOperations = -2147483648
+	if !b.authorizeCluster(ctx, acl.OpDescribe) { // Kafka: DESCRIBE on the cluster
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return resp
+	}
+	if req.IncludeClusterAuthorizedOperations {
+		resp.ClusterAuthorizedOperations = b.authorizedOperations(ctx, acl.ResourceCluster, acl.ClusterName)
+	}
 	for _, br := range b.aliveBrokers(im, listener) {
 		e, _ := br.Endpoint(listener)
 		db := kmsg.NewDescribeClusterResponseBroker()

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/acl"
 	"github.com/kmirror/kmirror/internal/config"
 	"github.com/kmirror/kmirror/internal/metadata"
 	"github.com/kmirror/kmirror/internal/mirrorproto"
@@ -34,6 +35,11 @@ func (b *Broker) handleDescribeConfigs(ctx context.Context, req *kmsg.DescribeCo
 				}
 			}
 			return false
+		}
+		if e, msg := b.authorizeConfigResource(ctx, acl.OpDescribeConfigs, int8(r.ResourceType), r.ResourceName); e != nil {
+			rr.ErrorCode, rr.ErrorMessage = e.Code, strp(msg)
+			resp.Resources = append(resp.Resources, rr)
+			continue
 		}
 		switch int8(r.ResourceType) {
 		case resourceTopic:

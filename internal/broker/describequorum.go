@@ -8,12 +8,15 @@ import (
 	"context"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/internal/acl"
 )
 
 func init() {
 	const lo, hi = 0, 2
-	register(kmsg.DescribeQuorum, lo, hi, (*Broker).handleDescribeQuorum)
-	registerController(kmsg.DescribeQuorum, lo, hi, (*Broker).handleControllerDescribeQuorum)
+	// Kafka: DESCRIBE on the cluster.
+	register(kmsg.DescribeQuorum, lo, hi, clusterGated(acl.OpDescribe, (*Broker).handleDescribeQuorum))
+	registerController(kmsg.DescribeQuorum, lo, hi, clusterGated(acl.OpDescribe, (*Broker).handleControllerDescribeQuorum))
 }
 
 // handleControllerDescribeQuorum answers DescribeQuorum on the controller listener.

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/acl"
 	"github.com/kmirror/kmirror/internal/metadata"
 )
 
@@ -22,12 +23,19 @@ func init() { register(kmsg.DescribeTopicPartitions, 0, 0, (*Broker).handleDescr
 // most partitions one DescribeTopicPartitions response holds.
 const maxDescribeTopicPartitions = 2000
 
-func (b *Broker) handleDescribeTopicPartitions(_ context.Context, req *kmsg.DescribeTopicPartitionsRequest) kmsg.Response {
+func (b *Broker) handleDescribeTopicPartitions(ctx context.Context, req *kmsg.DescribeTopicPartitionsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DescribeTopicPartitionsResponse)
 	im := b.rm.Image()
 	var names []string
-	if len(req.Topics) == 0 {
-		names = im.TopicNames()
+	all := len(req.Topics) == 0
+	if all {
+		// Kafka's DescribeTopicPartitionsRequestHandler: DESCRIBE on each topic; an
+		// all-topics request leaves the others out, a named one is refused.
+		for _, name := range im.TopicNames() {
+			if b.authorize(ctx, acl.OpDescribe, acl.ResourceTopic, name) {
+				names = append(names, name)
+			}
+		}
 	} else {
 		for _, rt := range req.Topics {
 			names = append(names, rt.Topic)
@@ -52,6 +60,11 @@ func (b *Broker) handleDescribeTopicPartitions(_ context.Context, req *kmsg.Desc
 		st := kmsg.NewDescribeTopicPartitionsResponseTopic()
 		st.Topic = strp(name)
 		t := im.Topics[name]
+		if !all && !b.authorize(ctx, acl.OpDescribe, acl.ResourceTopic, name) {
+			st.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
 		if t == nil {
 			st.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			if validateTopicName(name) != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/acl"
 	"github.com/kmirror/kmirror/internal/controller"
 )
 
@@ -21,6 +22,9 @@ func init() { register(kmsg.ElectLeaders, 0, 2, (*Broker).handleElectLeaders) }
 // (Kafka's default 60 s when unset). Unreachable controllers are REQUEST_TIMED_OUT or
 // NOT_CONTROLLER, at the top (v1+) and on every named partition.
 func (b *Broker) handleElectLeaders(ctx context.Context, req *kmsg.ElectLeadersRequest) kmsg.Response {
+	if !b.authorizeCluster(ctx, acl.OpAlter) { // Kafka: ALTER on the cluster
+		return refuse(req.ResponseKind(), kerr.ClusterAuthorizationFailed)
+	}
 	if b.ctrl != nil && b.ctrl.Active() {
 		return b.ctrl.ElectLeaders(ctx, req)
 	}

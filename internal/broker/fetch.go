@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/acl"
 	"github.com/kmirror/kmirror/internal/kafka"
 	"github.com/kmirror/kmirror/internal/partition"
 	"github.com/kmirror/kmirror/internal/storage"
@@ -145,17 +146,36 @@ func (b *Broker) fetchOnce(ctx context.Context, req *kmsg.FetchRequest, d *fetch
 	}
 	readCommitted := req.IsolationLevel == 1
 	fetcher := followerOf(req)
+	// Kafka's handleFetchRequest: a follower needs CLUSTER_ACTION on the cluster, a
+	// consumer READ on each topic; the others are TOPIC_AUTHORIZATION_FAILED.
+	followerAllowed := fetcher.ok && b.authorizeCluster(ctx, acl.OpClusterAction)
 	total := 0
 	anyError := false
 	for _, rt := range req.Topics {
 		st := kmsg.NewFetchResponseTopic()
 		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		allowed := followerAllowed
+		if !fetcher.ok {
+			name := rt.Topic
+			if req.Version >= 13 {
+				if t := b.rm.Image().TopicsByID[rt.TopicID]; t != nil {
+					name = t.Name
+				}
+			}
+			allowed = name == "" || b.authorize(ctx, acl.OpRead, acl.ResourceTopic, name)
+		}
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewFetchResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
 			// Records are never null on the wire: librdkafka rejects a size of -1.
 			sp.RecordBatches = []byte{}
+			if !allowed {
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				anyError = true
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
 			part, err := b.fetchPartitionOf(req.Version, rt, rp.Partition)
 			if err != nil {
 				switch {

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/acl"
 	"github.com/kmirror/kmirror/internal/txn"
 )
 
@@ -41,6 +42,11 @@ func (b *Broker) handleFindCoordinator(ctx context.Context, req *kmsg.FindCoordi
 			c.ErrorMessage = strp("kmirror coordinates groups and transactions only")
 		case k == "":
 			c.ErrorCode = kerr.InvalidRequest.Code
+		// Kafka's getCoordinator: DESCRIBE on the group or the transactional ID.
+		case req.CoordinatorType == 0 && !b.authorize(ctx, acl.OpDescribe, acl.ResourceGroup, k):
+			c.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		case req.CoordinatorType == 1 && !b.authorize(ctx, acl.OpDescribe, acl.ResourceTransactionalID, k):
+			c.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 		case req.CoordinatorType == 1 && b.txns.EnsureTopic() != nil, req.CoordinatorType == 0 && b.ensureOffsetsTopic() != nil:
 			// Kafka answers COORDINATOR_NOT_AVAILABLE until the topic exists.
 			c.ErrorCode = kerr.CoordinatorNotAvailable.Code

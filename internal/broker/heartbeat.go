@@ -8,4 +8,4 @@ import (
 	"github.com/kmirror/kmirror/internal/group"
 )
 
-func init() { register(kmsg.Heartbeat, 0, 4, byGroups((*group.Coordinator).Heartbeat)) }
+func init() { register(kmsg.Heartbeat, 0, 4, groupReadGated(byGroups((*group.Coordinator).Heartbeat))) }

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/acl"
 	"github.com/kmirror/kmirror/internal/config"
 	"github.com/kmirror/kmirror/internal/mirrorproto"
 )
@@ -23,6 +24,11 @@ func (b *Broker) handleIncrementalAlterConfigs(ctx context.Context, req *kmsg.In
 	for _, r := range req.Resources {
 		rr := kmsg.NewIncrementalAlterConfigsResponseResource()
 		rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
+		if e, msg := b.authorizeConfigResource(ctx, acl.OpAlterConfigs, int8(r.ResourceType), r.ResourceName); e != nil {
+			rr.ErrorCode, rr.ErrorMessage = e.Code, strp(msg)
+			resp.Resources = append(resp.Resources, rr)
+			continue
+		}
 		if int8(r.ResourceType) == mirrorproto.ConfigResourceTypeClusterMirror {
 			if err := b.mirrors.AlterMirrorConfigs(ctx, r.ResourceName, r.Configs, req.ValidateOnly); err != nil {
 				rr.ErrorCode, rr.ErrorMessage = mirrorErrorCode(err), strp(err.Error())

@@ -9,13 +9,25 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/internal/acl"
 )
 
 func init() { register(kmsg.InitProducerID, 0, 5, (*Broker).handleInitProducerID) }
 
-func (b *Broker) handleInitProducerID(_ context.Context, req *kmsg.InitProducerIDRequest) kmsg.Response {
+func (b *Broker) handleInitProducerID(ctx context.Context, req *kmsg.InitProducerIDRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
+	// Kafka's handleInitProducerIdRequest: WRITE on the transactional ID; an idempotent
+	// producer needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic.
+	switch {
+	case req.TransactionalID != nil && !b.authorize(ctx, acl.OpWrite, acl.ResourceTransactionalID, *req.TransactionalID):
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		return resp
+	case req.TransactionalID == nil && !b.authorizeCluster(ctx, acl.OpIdempotentWrite) && !b.authorizeByResourceType(ctx, acl.OpWrite, acl.ResourceTopic):
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return resp
+	}
 	if req.TransactionalID != nil {
 		return b.initTransactionalProducerID(req, resp)
 	}

@@ -8,4 +8,6 @@ import (
 	"github.com/kmirror/kmirror/internal/group"
 )
 
-func init() { register(kmsg.LeaveGroup, 0, 5, byGroups((*group.Coordinator).LeaveGroup)) }
+func init() {
+	register(kmsg.LeaveGroup, 0, 5, groupReadGated(byGroups((*group.Coordinator).LeaveGroup)))
+}

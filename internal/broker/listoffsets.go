@@ -9,6 +9,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/internal/acl"
 )
 
 func init() { register(kmsg.ListOffsets, 1, 8, (*Broker).handleListOffsets) }
@@ -22,15 +24,21 @@ const (
 	latestTieredTimestamp  = -5
 )
 
-func (b *Broker) handleListOffsets(_ context.Context, req *kmsg.ListOffsetsRequest) kmsg.Response {
+func (b *Broker) handleListOffsets(ctx context.Context, req *kmsg.ListOffsetsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
 	for _, rt := range req.Topics {
 		st := kmsg.NewListOffsetsResponseTopic()
 		st.Topic = rt.Topic
+		allowed := b.authorize(ctx, acl.OpDescribe, acl.ResourceTopic, rt.Topic) // Kafka: DESCRIBE
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, -1
+			if !allowed {
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
 			part, err := b.leader(rt.Topic, rp.Partition)
 			if err == nil {
 				err = part.CheckLeader(rp.CurrentLeaderEpoch)

@@ -3,6 +3,9 @@ package broker
 // Metadata (Kafka's KafkaApis.handleTopicMetadataRequest): the alive brokers of the
 // request's listener, the controller ID for clients and the topics of the applied image;
 // a missing topic is created when the request and auto.create.topics.enable allow it.
+// Authorization as Kafka's: the topics without DESCRIBE are left out of an all-topics
+// request and answered TOPIC_AUTHORIZATION_FAILED when named; auto-creation needs CREATE
+// on the cluster or the topic; the authorized-operations fields are filled when asked.
 
 import (
 	"context"
@@ -10,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/acl"
 	"github.com/kmirror/kmirror/internal/metadata"
 )
 
@@ -33,7 +37,9 @@ func (b *Broker) handleMetadata(ctx context.Context, req *kmsg.MetadataRequest) 
 	var topics []*metadata.Topic
 	if req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0) {
 		for _, name := range im.TopicNames() {
-			topics = append(topics, im.Topics[name])
+			if b.authorize(ctx, acl.OpDescribe, acl.ResourceTopic, name) {
+				topics = append(topics, im.Topics[name])
+			}
 		}
 	} else {
 		for _, rt := range req.Topics {
@@ -44,6 +50,27 @@ func (b *Broker) handleMetadata(ctx context.Context, req *kmsg.MetadataRequest) 
 				t = im.Topics[name]
 			} else if rt.TopicID != [16]byte{} {
 				t = im.TopicsByID[rt.TopicID]
+			}
+			if t != nil && name == "" {
+				name = t.Name
+			}
+			if name != "" && !b.authorize(ctx, acl.OpDescribe, acl.ResourceTopic, name) {
+				mt := kmsg.NewMetadataResponseTopic()
+				mt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				if rt.Topic != nil {
+					mt.Topic = strp(name)
+				} else {
+					mt.TopicID = rt.TopicID
+				}
+				resp.Topics = append(resp.Topics, mt)
+				continue
+			}
+			if t == nil && name != "" && (req.Version < 4 || req.AllowAutoTopicCreation) && b.cfg.Bool("auto.create.topics.enable") && !isInternalTopic(name) &&
+				!b.authorizeCluster(ctx, acl.OpCreate) && !b.authorize(ctx, acl.OpCreate, acl.ResourceTopic, name) {
+				mt := kmsg.NewMetadataResponseTopic()
+				mt.ErrorCode, mt.Topic = kerr.TopicAuthorizationFailed.Code, strp(name)
+				resp.Topics = append(resp.Topics, mt)
+				continue
 			}
 			if t == nil && name != "" && (req.Version < 4 || req.AllowAutoTopicCreation) && b.cfg.Bool("auto.create.topics.enable") && !isInternalTopic(name) {
 				if validateTopicName(name) == nil {
@@ -75,6 +102,9 @@ func (b *Broker) handleMetadata(ctx context.Context, req *kmsg.MetadataRequest) 
 		mt.Topic = strp(t.Name)
 		mt.TopicID = t.ID
 		mt.IsInternal = isInternalTopic(t.Name)
+		if req.IncludeTopicAuthorizedOperations {
+			mt.AuthorizedOperations = b.authorizedOperations(ctx, acl.ResourceTopic, t.Name)
+		}
 		for p := int32(0); p < t.Partitions; p++ {
 			mp := kmsg.NewMetadataResponseTopicPartition()
 			mp.Partition = p
@@ -85,6 +115,9 @@ func (b *Broker) handleMetadata(ctx context.Context, req *kmsg.MetadataRequest) 
 			mt.Partitions = append(mt.Partitions, mp)
 		}
 		resp.Topics = append(resp.Topics, mt)
+	}
+	if req.IncludeClusterAuthorizedOperations && req.Version <= 10 {
+		resp.AuthorizedOperations = b.authorizedOperations(ctx, acl.ResourceCluster, acl.ClusterName)
 	}
 	return resp
 }

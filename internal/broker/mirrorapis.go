@@ -36,7 +36,13 @@ func mirrorRPC[E any, Req interface {
 		if b.mirrors == nil {
 			return nil
 		}
-		return m(b.mirrors, ctx, req)
+		refusal, served, denied := b.authorizeMirrorRPC(ctx, req)
+		if refusal != nil {
+			return refusal
+		}
+		resp := kmsg.Response(m(b.mirrors, ctx, served.(Req)))
+		b.filterMirrorAnswer(ctx, req, resp, denied)
+		return resp
 	})
 	a.servedIf = mirroring
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/acl"
 	"github.com/kmirror/kmirror/internal/metadata"
 	"github.com/kmirror/kmirror/internal/partition"
 	"github.com/kmirror/kmirror/internal/storage"
@@ -27,6 +28,10 @@ func (b *Broker) handleProduce(ctx context.Context, req *kmsg.ProduceRequest) km
 	badAcks := req.Acks != 0 && req.Acks != 1 && req.Acks != -1
 	now := time.Now().UnixMilli()
 	im := b.rm.Image()
+	// Kafka's handleProduceRequest: a transactional produce needs WRITE on its
+	// transactional ID (else every partition is TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+	// each topic WRITE (else TOPIC_AUTHORIZATION_FAILED).
+	txnAllowed := req.TransactionID == nil || b.authorize(ctx, acl.OpWrite, acl.ResourceTransactionalID, *req.TransactionID)
 	leaders := map[int32]bool{} // KIP-951: the endpoints of leaders named in errors
 	var waits []replicationWait // acks=all appends waiting for the ISR
 	for _, rt := range req.Topics {
@@ -34,6 +39,7 @@ func (b *Broker) handleProduce(ctx context.Context, req *kmsg.ProduceRequest) km
 		st.Topic = rt.Topic
 		st.TopicID = rt.TopicID
 		var rules produceRules // resolved once per topic, on the first valid partition
+		topicAllowed := txnAllowed && b.authorize(ctx, acl.OpWrite, acl.ResourceTopic, rt.Topic)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewProduceResponseTopicPartition()
 			sp.Partition = rp.Partition
@@ -46,6 +52,10 @@ func (b *Broker) handleProduce(ctx context.Context, req *kmsg.ProduceRequest) km
 			}
 			part, err := b.leader(rt.Topic, rp.Partition)
 			switch {
+			case !txnAllowed:
+				fail(kerr.TransactionalIDAuthorizationFailed, "")
+			case !topicAllowed:
+				fail(kerr.TopicAuthorizationFailed, "")
 			case badAcks:
 				fail(kerr.InvalidRequiredAcks, "")
 			case err != nil:

@@ -8,4 +8,4 @@ import (
 	"github.com/kmirror/kmirror/internal/group"
 )
 
-func init() { register(kmsg.SyncGroup, 0, 5, byGroups((*group.Coordinator).SyncGroup)) }
+func init() { register(kmsg.SyncGroup, 0, 5, groupReadGated(byGroups((*group.Coordinator).SyncGroup))) }

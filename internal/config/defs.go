@@ -60,6 +60,11 @@ var Broker = define(
 	Def{Name: "group.initial.rebalance.delay.ms", Type: TypeInt, Default: "3000", Unit: "ms", Doc: "Wait for more members before the first rebalance of an empty group."},
 	Def{Name: "group.min.session.timeout.ms", Type: TypeInt, Default: "6000", Unit: "ms", Doc: "Smallest session timeout a member may ask for."},
 	Def{Name: "group.max.session.timeout.ms", Type: TypeInt, Default: "1800000", Unit: "ms", Doc: "Largest session timeout a member may ask for."},
+	// Authorization (Kafka's StandardAuthorizer settings; docs/authorization.md).
+	Def{Name: "authorizer.class.name", Type: TypeString, Default: "",
+		Doc: "Empty: no authorization (every request allowed). org.apache.kafka.metadata.authorizer.StandardAuthorizer: ACLs stored in the metadata log, with StandardAuthorizer's semantics. Any other class name is refused at start."},
+	Def{Name: "super.users", Type: TypeString, Default: "", Doc: "Principals allowed everything whatever the ACLs, separated by semicolons, e.g. User:admin;User:mirror."},
+	Def{Name: "allow.everyone.if.no.acl.found", Type: TypeBoolean, Default: "false", Doc: "Allow a request on a resource no ACL binding applies to (for any principal)."},
 	// Clustering (KRaft roles and listeners, Kafka's KRaftConfigs, QuorumConfig and
 	// SocketServerConfigs): parsed and checked by ParseNode.
 	Def{Name: "process.roles", Type: TypeList, Default: "", Valid: []string{"broker", "controller"},
@@ -165,7 +170,7 @@ var Mirror = define(
 	Def{Name: "topics.exclude", Type: TypeList, Default: "__.*", Doc: "Regexes of source topics never mirrored; wins over include."},
 	Def{Name: "groups.include", Type: TypeList, Default: ".*", Doc: "Regexes of consumer groups whose offsets are synced."},
 	Def{Name: "groups.exclude", Type: TypeList, Default: "", Doc: "Regexes of consumer groups never synced."},
-	Def{Name: "acls.include", Type: TypeList, Default: "*", Doc: "ACL binding filters synced from the source (not synced yet)."},
+	Def{Name: "acls.include", Type: TypeList, Default: "*", Doc: "ACL bindings synced from the source (spec §9): rules resourceType;resourceName;operation;permissionType;principal, comma-separated, * a wildcard field, name and principal regexes; * alone syncs every binding except ClusterMirror ones."},
 	Def{Name: "topic.properties.exclude", Type: TypeList, Default: "follower.replication.throttled.replicas,leader.replication.throttled.replicas,message.timestamp.difference.max.ms,message.timestamp.before.max.ms,message.timestamp.after.max.ms,message.timestamp.type,unclean.leader.election.enable,min.insync.replicas,mirror.replication.throttled.replicas,mirror.support.unclean.leader.election", Doc: "Topic configs never synced (spec §9)."},
 	Def{Name: "start.offset", Type: TypeString, Default: "earliest", Doc: "Where new mirror partitions start: earliest, latest, or an ISO-8601 time."},
 )

@@ -27,6 +27,17 @@ func applyBatch(im *Image, offset uint64, recs []Record) (*Image, error) {
 type builder struct {
 	next                                                *Image
 	topicsOwned, mirrorsOwned, nodesOwned, brokersOwned bool
+	aclsOwned                                           bool
+}
+
+func (b *builder) ownACLs() {
+	if !b.aclsOwned {
+		b.next.ACLs = maps.Clone(b.next.ACLs)
+		if b.next.ACLs == nil {
+			b.next.ACLs = map[TopicID]*AccessControlEntryRecord{}
+		}
+		b.aclsOwned = true
+	}
 }
 
 func (b *builder) ownBrokers() {
@@ -470,6 +481,23 @@ func (b *builder) apply(r Record) error {
 			return fmt.Errorf("%w: next producer ID %d is not above %d", ErrInvalidRecord, r.NextProducerID, im.NextProducerID)
 		}
 		im.NextProducerID = r.NextProducerID
+
+	case AccessControlEntryRecord:
+		if r.ID == (TopicID{}) || r.ResourceName == "" || r.Principal == "" || r.Host == "" {
+			return fmt.Errorf("%w: ACL binding needs an ID, a resource name, a principal and a host", ErrInvalidRecord)
+		}
+		if _, ok := im.ACLs[r.ID]; ok {
+			return fmt.Errorf("%w: ACL binding ID %s is in use", ErrInvalidRecord, TopicIDString(r.ID))
+		}
+		b.ownACLs()
+		rec := r
+		im.ACLs[r.ID] = &rec
+	case RemoveAccessControlEntryRecord:
+		if _, ok := im.ACLs[r.ID]; !ok {
+			return fmt.Errorf("%w: %s", ErrUnknownACL, TopicIDString(r.ID))
+		}
+		b.ownACLs()
+		delete(im.ACLs, r.ID)
 
 	default:
 		return fmt.Errorf("%w: unknown record type %T", ErrInvalidRecord, r)

@@ -1,6 +1,7 @@
 package metadata
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -125,6 +126,8 @@ type snapshotFile struct {
 	NodeConfigs    map[string]map[string]string `json:"nodeConfigs,omitempty"`
 	Brokers        []*BrokerRegistration        `json:"brokers,omitempty"`
 	NextProducerID int64                        `json:"nextProducerId,omitempty"`
+	// ACLs (added to version 2 as an optional field: older snapshots read with none).
+	ACLs []*AccessControlEntryRecord `json:"acls,omitempty"`
 }
 
 func (s *snapshotFile) image() (*Image, error) {
@@ -150,6 +153,9 @@ func (s *snapshotFile) image() (*Image, error) {
 	}
 	for _, m := range s.Mirrors {
 		im.Mirrors[m.Name] = m
+	}
+	for _, a := range s.ACLs {
+		im.ACLs[a.ID] = a
 	}
 	if s.BrokerConfigs != nil {
 		im.BrokerConfigs = s.BrokerConfigs
@@ -193,6 +199,10 @@ func writeSnapshot(w io.Writer, im *Image) error {
 		f.Mirrors = append(f.Mirrors, m)
 	}
 	slices.SortFunc(f.Mirrors, func(a, b *Mirror) int { return strings.Compare(a.Name, b.Name) })
+	for _, a := range im.ACLs {
+		f.ACLs = append(f.ACLs, a)
+	}
+	slices.SortFunc(f.ACLs, func(a, b *AccessControlEntryRecord) int { return bytes.Compare(a.ID[:], b.ID[:]) })
 	if err := json.NewEncoder(w).Encode(&f); err != nil {
 		return fmt.Errorf("write metadata snapshot: %w", err)
 	}

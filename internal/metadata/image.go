@@ -37,6 +37,10 @@ type Image struct {
 	// NextProducerID is the first producer ID not yet handed out in a block
 	// (ProducerIDsRecord); 0 before the first block.
 	NextProducerID int64
+	// ACLs holds every ACL binding by its ID (AccessControlEntryRecord). A new map
+	// whenever a binding is added or removed, so a reader may compare maps to notice a
+	// change.
+	ACLs map[TopicID]*AccessControlEntryRecord
 }
 
 // NoLeader is the leader of a partition that has none (Kafka's LeaderConstants.NO_LEADER).
@@ -224,6 +228,7 @@ func emptyImage() *Image {
 		BrokerConfigs: map[string]string{},
 		NodeConfigs:   map[string]map[string]string{},
 		Brokers:       map[int32]*BrokerRegistration{},
+		ACLs:          map[TopicID]*AccessControlEntryRecord{},
 	}
 }
 

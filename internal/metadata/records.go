@@ -192,6 +192,36 @@ func (BrokerRegistrationChangeRecord) isRecord() {}
 func (UnregisterBrokerRecord) isRecord()         {}
 func (ProducerIDsRecord) isRecord()              {}
 
+// ACL records (authorization, docs/authorization.md).
+
+// AccessControlEntryRecord stores one ACL binding under its ID (Kafka's
+// AccessControlEntryRecord): the resource pattern (ResourceType, ResourceName,
+// PatternType) and the entry (Principal, Host, Operation, PermissionType), with Kafka's
+// codes (internal/acl). Errors: ErrInvalidRecord (zero ID, an ID in use, empty name,
+// principal or host).
+type AccessControlEntryRecord struct {
+	ID             TopicID `json:"id"`
+	ResourceType   int8    `json:"resourceType"`
+	ResourceName   string  `json:"resourceName"`
+	PatternType    int8    `json:"patternType"`
+	Principal      string  `json:"principal"`
+	Host           string  `json:"host"`
+	Operation      int8    `json:"operation"`
+	PermissionType int8    `json:"permissionType"`
+}
+
+// RemoveAccessControlEntryRecord deletes the ACL binding of ID (Kafka's
+// RemoveAccessControlEntryRecord). Errors: ErrUnknownACL.
+type RemoveAccessControlEntryRecord struct {
+	ID TopicID `json:"id"`
+}
+
+func (AccessControlEntryRecord) isRecord()       {}
+func (RemoveAccessControlEntryRecord) isRecord() {}
+
+// ErrUnknownACL: no ACL binding with that ID.
+var ErrUnknownACL = errors.New("unknown ACL binding")
+
 // Errors of Apply. They are wrapped with a message naming the topic or mirror; test with
 // errors.Is. The broker maps them to Kafka errors.
 var (
@@ -238,6 +268,9 @@ const (
 	tagBrokerChange     = "brokerRegistrationChange"
 	tagUnregisterBroker = "unregisterBroker"
 	tagProducerIDs      = "producerIds"
+
+	tagAccessControlEntry       = "accessControlEntry"
+	tagRemoveAccessControlEntry = "removeAccessControlEntry"
 )
 
 // wireBatch is one raft log entry: a versioned list of tagged records, as JSON.
@@ -285,6 +318,10 @@ func encodeBatch(recs []Record) ([]byte, error) {
 			tag = tagUnregisterBroker
 		case ProducerIDsRecord, *ProducerIDsRecord:
 			tag = tagProducerIDs
+		case AccessControlEntryRecord, *AccessControlEntryRecord:
+			tag = tagAccessControlEntry
+		case RemoveAccessControlEntryRecord, *RemoveAccessControlEntryRecord:
+			tag = tagRemoveAccessControlEntry
 		default:
 			return nil, fmt.Errorf("%w: unknown record type %T", ErrInvalidRecord, r)
 		}
@@ -340,6 +377,10 @@ func decodeBatch(p []byte) ([]Record, error) {
 			r, err = decodeAs[UnregisterBrokerRecord](w.Data)
 		case tagProducerIDs:
 			r, err = decodeAs[ProducerIDsRecord](w.Data)
+		case tagAccessControlEntry:
+			r, err = decodeAs[AccessControlEntryRecord](w.Data)
+		case tagRemoveAccessControlEntry:
+			r, err = decodeAs[RemoveAccessControlEntryRecord](w.Data)
 		default:
 			err = fmt.Errorf("unknown record type %q", w.Type)
 		}

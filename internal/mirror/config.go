@@ -189,6 +189,7 @@ const (
 	cfgGroupsInclude    = "groups.include"
 	cfgGroupsExclude    = "groups.exclude"
 	cfgTopicPropsExcl   = "topic.properties.exclude"
+	cfgACLsInclude      = "acls.include"
 )
 
 // configDefs are the mirror-level configs, taken from internal/config's Mirror table
@@ -246,7 +247,8 @@ type mirrorConfig struct {
 	groupsInclude    []*regexp.Regexp
 	groupsExclude    []*regexp.Regexp
 	topicPropsExcl   map[string]bool
-	startOffset      string // "earliest", "latest" or RFC 3339
+	aclRules         []aclRule // acls.include (sync_acls.go)
+	startOffset      string    // "earliest", "latest" or RFC 3339
 	startTimeMs      int64
 }
 
@@ -365,6 +367,9 @@ func parseMirrorConfig(raw map[string]string) (*mirrorConfig, error) {
 	}
 	if c.groupsExclude, err = compilePatterns(c.get(cfgGroupsExclude)); err != nil {
 		return nil, fmt.Errorf("%s: %v", cfgGroupsExclude, err)
+	}
+	if c.aclRules, err = parseACLRules(c.get(cfgACLsInclude)); err != nil {
+		return nil, fmt.Errorf("%s: %v", cfgACLsInclude, err)
 	}
 	c.topicPropsExcl = map[string]bool{}
 	for _, k := range strings.Split(c.get(cfgTopicPropsExcl), ",") {

@@ -25,7 +25,10 @@ type kbroker struct {
 	done  chan struct{}
 }
 
-func startBroker(t *testing.T) *kbroker {
+func startBroker(t *testing.T) *kbroker { t.Helper(); return startBrokerWith(t, nil) }
+
+// startBrokerWith is startBroker with extra broker configs.
+func startBrokerWith(t *testing.T, extra map[string]string) *kbroker {
 	t.Helper()
 	kb := &kbroker{t: t, props: map[string]string{
 		"listeners":                         "PLAINTEXT://127.0.0.1:0",
@@ -34,6 +37,9 @@ func startBroker(t *testing.T) *kbroker {
 		"mirror.state.topic.num.partitions": "3",
 		"group.initial.rebalance.delay.ms":  "0",
 	}}
+	for k, v := range extra {
+		kb.props[k] = v
+	}
 	kb.start()
 	t.Cleanup(kb.stop)
 	return kb

@@ -279,7 +279,7 @@ func TestSyncTasksFailWhileSourceDown(t *testing.T) {
 	src, dst, _, ed := mirroredPair(t, "t", 3, "m", "t")
 	ed.pauseTopics("m", "t")
 	src.stop()
-	for _, task := range []string{TaskTopicDiscovery, TaskTopicConfigs, TaskGroupOffsets, TaskSourceOffsets} {
+	for _, task := range []string{TaskTopicDiscovery, TaskTopicConfigs, TaskGroupOffsets, TaskACLs, TaskSourceOffsets} {
 		waitSyncError(t, dst, "m", task, "the source does not answer")
 	}
 	setMirrorConfig(t, dst.client(), "m", "topics.exclude", "t")

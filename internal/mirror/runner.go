@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kmirror/kmirror/internal/acl"
 	"github.com/kmirror/kmirror/internal/metadata"
 	"github.com/kmirror/kmirror/internal/mirrorproto"
 	"github.com/kmirror/kmirror/internal/storage"
@@ -50,6 +51,12 @@ type mirrorRT struct {
 	// syncedKeys remembers, per topic, the config keys copied from the source at the
 	// last topic config sync (owned by syncLoop)
 	syncedKeys map[string]map[string]bool
+	// syncedACLs are the source bindings the ACL task selected at its last run (the ones
+	// it removes from the destination once they vanish from the source), and
+	// aclSyncSkippedLogged whether the skip for a source without an authorizer was
+	// logged (sync_acls.go).
+	syncedACLs           map[acl.Binding]bool
+	aclSyncSkippedLogged bool
 	// warnedActive remembers groups skipped as active on the destination, so that the
 	// warning is logged once per group and state (owned by syncLoop)
 	warnedActive map[string]string

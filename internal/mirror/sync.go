@@ -25,6 +25,8 @@ const (
 	TaskTopicConfigs = "topic-configs"
 	// TaskGroupOffsets copies the committed offsets of the source's consumer groups.
 	TaskGroupOffsets = "group-offsets"
+	// TaskACLs copies the source's ACL bindings selected by acls.include (sync_acls.go).
+	TaskACLs = "acls"
 	// TaskSourceOffsets reads the source high watermark of the mirror partitions that no
 	// fetch refreshes (PAUSED, FAILED, ...), so that their lag stays true (spec section
 	// 13; sync_offsets.go). It copies nothing.
@@ -32,7 +34,7 @@ const (
 )
 
 // syncTasks lists the tasks in the order they are reported.
-var syncTasks = []string{TaskSourceMetadata, TaskTopicDiscovery, TaskTopicConfigs, TaskGroupOffsets, TaskSourceOffsets}
+var syncTasks = []string{TaskSourceMetadata, TaskTopicDiscovery, TaskTopicConfigs, TaskGroupOffsets, TaskACLs, TaskSourceOffsets}
 
 // taskStatus is what describe reports of one task.
 type taskStatus struct {
@@ -195,7 +197,7 @@ func (r *mirrorRT) syncOnce() {
 				}
 				return err
 			})
-			for _, task := range []string{TaskTopicConfigs, TaskGroupOffsets} {
+			for _, task := range []string{TaskTopicConfigs, TaskGroupOffsets, TaskACLs} {
 				run(task, func(context.Context) error { return err })
 			}
 		}
@@ -206,6 +208,7 @@ func (r *mirrorRT) syncOnce() {
 		run(TaskTopicDiscovery, func(ctx context.Context) error { return r.syncTopics(ctx, mir, src, cfg) })
 		run(TaskTopicConfigs, func(ctx context.Context) error { return r.syncTopicConfigs(ctx, src, cfg) })
 		run(TaskGroupOffsets, func(ctx context.Context) error { return r.syncGroupOffsets(ctx, src, cfg) })
+		run(TaskACLs, func(ctx context.Context) error { return r.syncACLs(ctx, src, cfg) })
 	}
 	run(TaskSourceOffsets, func(ctx context.Context) error { return r.syncSourceOffsets(ctx, src) })
 }
