@@ -147,6 +147,9 @@ func New(cfg *config.Values, logger *slog.Logger, newMirrors NewMirrorsFunc) (*B
 		started = true
 		return b, nil
 	}
+	if soft, hard, err := storage.RaiseFileLimit(); err == nil {
+		logger.Info("file descriptor limit", "RLIMIT_NOFILE", soft, "hard", hard)
+	}
 	if b.logs, err = storage.OpenManager(b.dataDir, logger); err != nil {
 		return nil, err
 	}
@@ -388,6 +391,13 @@ func (b *Broker) startReplicas() error {
 	sub := b.meta.Subscribe()
 	im := b.meta.Image()
 	if err := b.rm.DeleteStray(im, func(topic string) bool { return topic == metadataTopic }); err != nil {
+		return err
+	}
+	segs, err := b.logs.SegmentFiles()
+	if err != nil {
+		return err
+	}
+	if err := storage.CheckFileBudget(fmt.Sprintf("opening the %d segments of log directory %s", segs, b.dataDir), segs); err != nil {
 		return err
 	}
 	if err := b.rm.Apply(im); err != nil {
