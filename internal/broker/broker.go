@@ -217,8 +217,15 @@ func (b *Broker) bindListeners() error {
 	if len(b.endpoints) > 0 {
 		b.host, b.port = b.endpoints[0].Host, b.endpoints[0].Port
 	}
+	overrides, err := wire.ParseIPOverrides(b.cfg.String("max.connections.per.ip.overrides"))
+	if err != nil {
+		return err
+	}
+	limits := &wire.Limits{MaxConnections: int(b.cfg.Int32("max.connections")), MaxConnectionsPerIP: int(b.cfg.Int32("max.connections.per.ip")),
+		PerIPOverrides: overrides, QueuedMaxRequestBytes: b.cfg.Int64("queued.max.request.bytes")}
 	for _, l := range b.listeners {
 		l.server = b.newServer(brokerHandler{b, l.cfg.Name}, brokerAPIs.versions(b))
+		l.server.Limits = limits // one quota across the broker listeners, as Kafka's
 	}
 	if b.ctrlLn != nil {
 		b.ctrlLn.server = b.newServer(controllerHandler{b}, controllerAPIs.versions(b))
