@@ -229,3 +229,29 @@ func startUnderLowFileLimit(t *testing.T, props string) {
 	}
 	t.Log("start error:", err)
 }
+
+// The broker's listeners apply max.connections.per.ip: with a limit of 2, among
+// connections from 127.0.0.1 that each send ApiVersions, the third is closed unanswered
+// while the first two are served.
+func TestBrokerMaxConnectionsPerIP(t *testing.T) {
+	b := brokertest.Start(t, map[string]string{"max.connections.per.ip": "2"})
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.SetVersion(3)
+	req.ClientSoftwareName, req.ClientSoftwareVersion = "raw", "1"
+	var conns []*rawConn
+	for i := 0; i < 2; i++ {
+		c := dialRaw(t, b.Addr())
+		if r := c.request(req).(*kmsg.ApiVersionsResponse); r.ErrorCode != 0 {
+			t.Fatalf("connection %d within max.connections.per.ip: ApiVersions error %d", i, r.ErrorCode)
+		}
+		conns = append(conns, c)
+	}
+	c := dialRaw(t, b.Addr())
+	c.write(frame(req.Key(), req.GetVersion(), 1, req.IsFlexible(), req.AppendTo(nil)))
+	if _, _, err := c.readFrame(); err == nil {
+		t.Fatal("a third connection from 127.0.0.1 was answered with max.connections.per.ip=2")
+	}
+	if r := conns[0].request(req).(*kmsg.ApiVersionsResponse); r.ErrorCode != 0 {
+		t.Fatalf("a connection within the limit after the refused one: ApiVersions error %d", r.ErrorCode)
+	}
+}
