@@ -48,14 +48,19 @@ func (b *Broker) localPartitions(assign [][]int32) int {
 	return n
 }
 
-// checkFileBudget fails with *storage.ErrFileLimit when opening the partitions of assign
-// placed here would leave too few file descriptors (one segment each).
+// checkFileBudget fails with *storage.ErrFileLimit (logged at ERROR) when opening the
+// partitions of assign placed here would leave too few file descriptors (one segment
+// each).
 func (b *Broker) checkFileBudget(topic string, assign [][]int32) error {
 	n := b.localPartitions(assign)
 	if n == 0 {
 		return nil
 	}
-	return storage.CheckFileBudget(fmt.Sprintf("creating %d partitions of topic %s on this broker", n, topic), n)
+	err := storage.CheckFileBudget(fmt.Sprintf("creating %d partitions of topic %s on this broker", n, topic), n)
+	if err != nil {
+		b.logger.Error("refusing to create partitions: too few file descriptors", "topic", topic, "partitions", n, "err", err)
+	}
+	return err
 }
 
 // storageFailure maps the errors of createTopic and CreatePartitions that are the log
