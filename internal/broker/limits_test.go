@@ -142,6 +142,30 @@ func TestCreateTopicsBeyondFileLimit(t *testing.T) {
 	}
 }
 
+// CreatePartitions beyond the descriptor budget is refused with KAFKA_STORAGE_ERROR and
+// leaves the topic as it was.
+func TestCreatePartitionsBeyondFileLimit(t *testing.T) {
+	b := brokertest.Start(t, nil)
+	cl := b.Client()
+	createTopic(t, cl, "grow", 1, nil)
+	lowerFileLimit(t, 400)
+	req := kmsg.NewPtrCreatePartitionsRequest()
+	rt := kmsg.NewCreatePartitionsRequestTopic()
+	rt.Topic, rt.Count = "grow", 3000
+	req.Topics = append(req.Topics, rt)
+	req.TimeoutMillis = 60000
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.Topics[0]; got.ErrorCode != kerr.KafkaStorageError.Code || got.ErrorMessage == nil || !strings.Contains(*got.ErrorMessage, "RLIMIT_NOFILE") {
+		t.Fatalf("CreatePartitions to 3000 under a low descriptor limit: error %d %v, want KAFKA_STORAGE_ERROR naming RLIMIT_NOFILE", got.ErrorCode, got.ErrorMessage)
+	}
+	if n := topicPartitions(t, cl, "grow"); n != 1 {
+		t.Fatalf("topic grow has %d partitions after the refused CreatePartitions, want 1", n)
+	}
+}
+
 // A partition whose log cannot be opened (here its directory's path is taken by a file)
 // fails its topic's creation with KAFKA_STORAGE_ERROR naming the partition, and the
 // creation is undone: no topic, no log of its other partitions; once the path is free
