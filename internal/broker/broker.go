@@ -151,6 +151,9 @@ func New(cfg *config.Values, logger *slog.Logger, newMirrors NewMirrorsFunc) (*B
 		started = true
 		return b, nil
 	}
+	if soft, hard, err := storage.RaiseFileLimit(); err == nil {
+		logger.Info("file descriptor limit", "RLIMIT_NOFILE", soft, "hard", hard)
+	}
 	if b.logs, err = storage.OpenManager(b.dataDir, logger); err != nil {
 		return nil, err
 	}
@@ -218,8 +221,15 @@ func (b *Broker) bindListeners() error {
 	if len(b.endpoints) > 0 {
 		b.host, b.port = b.endpoints[0].Host, b.endpoints[0].Port
 	}
+	overrides, err := wire.ParseIPOverrides(b.cfg.String("max.connections.per.ip.overrides"))
+	if err != nil {
+		return err
+	}
+	limits := &wire.Limits{MaxConnections: int(b.cfg.Int32("max.connections")), MaxConnectionsPerIP: int(b.cfg.Int32("max.connections.per.ip")),
+		PerIPOverrides: overrides, QueuedMaxRequestBytes: b.cfg.Int64("queued.max.request.bytes")}
 	for _, l := range b.listeners {
 		l.server = b.newServer(brokerHandler{b, l.cfg.Name}, brokerAPIs.versions(b))
+		l.server.Limits = limits // one quota across the broker listeners, as Kafka's
 	}
 	if b.ctrlLn != nil {
 		b.ctrlLn.server = b.newServer(controllerHandler{b}, controllerAPIs.versions(b))
@@ -392,6 +402,13 @@ func (b *Broker) startReplicas() error {
 	sub := b.meta.Subscribe()
 	im := b.meta.Image()
 	if err := b.rm.DeleteStray(im, func(topic string) bool { return topic == metadataTopic }); err != nil {
+		return err
+	}
+	segs, err := b.logs.SegmentFiles()
+	if err != nil {
+		return err
+	}
+	if err := storage.CheckFileBudget(fmt.Sprintf("opening the %d segments of log directory %s", segs, b.dataDir), segs); err != nil {
 		return err
 	}
 	if err := b.rm.Apply(im); err != nil {

@@ -1,7 +1,10 @@
 package broker
 
 // CreatePartitions: new partitions placed after the existing ones (topics.go); a mirror
-// topic that refuses client writes refuses it (POLICY_VIOLATION, spec §10).
+// topic that refuses client writes refuses it (POLICY_VIOLATION, spec §10); a request
+// adding more than maxRecordsPerUserOp partitions is refused (POLICY_VIOLATION, as
+// Kafka's controller); partitions this broker has no file descriptors for are refused
+// with KAFKA_STORAGE_ERROR.
 
 import (
 	"context"
@@ -17,6 +20,14 @@ func init() { register(kmsg.CreatePartitions, 0, 3, (*Broker).handleCreatePartit
 
 func (b *Broker) handleCreatePartitions(ctx context.Context, req *kmsg.CreatePartitionsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
+	if b.createPartitionsTooLarge(req) {
+		for _, rt := range req.Topics {
+			st := kmsg.NewCreatePartitionsResponseTopic()
+			st.Topic, st.ErrorCode, st.ErrorMessage = rt.Topic, kerr.PolicyViolation.Code, strp(msgTooManyRecords)
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp
+	}
 	for _, rt := range req.Topics {
 		st := kmsg.NewCreatePartitionsResponseTopic()
 		st.Topic = rt.Topic
@@ -42,10 +53,30 @@ func (b *Broker) handleCreatePartitions(ctx context.Context, req *kmsg.CreatePar
 				break
 			}
 			if err := b.CreatePartitions(ctx, rt.Topic, rt.Count); err != nil {
-				fail(kerr.UnknownServerError, err.Error())
+				if e, ok := storageFailure(err); ok {
+					fail(e, err.Error())
+				} else {
+					fail(kerr.UnknownServerError, err.Error())
+				}
 			}
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
 	return resp
+}
+
+// createPartitionsTooLarge reports whether the request would write more than
+// maxRecordsPerUserOp partition records (one per new partition of the topics that
+// exist). Kafka's controller bounds the records the same way; it refuses such a request
+// as a whole here, with the POLICY_VIOLATION its controller answers for an excessively
+// large operation (docs/broker.md).
+func (b *Broker) createPartitionsTooLarge(req *kmsg.CreatePartitionsRequest) bool {
+	im := b.meta.Image()
+	records := 0
+	for _, rt := range req.Topics {
+		if t := im.Topics[rt.Topic]; t != nil && rt.Count > t.Partitions {
+			records += int(rt.Count - t.Partitions)
+		}
+	}
+	return records > maxRecordsPerUserOp
 }

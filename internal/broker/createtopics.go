@@ -33,6 +33,15 @@ func (b *Broker) handleCreateTopics(ctx context.Context, req *kmsg.CreateTopicsR
 	for _, rt := range req.Topics {
 		seen[rt.Topic]++
 	}
+	if msg := b.createTopicsTooLarge(req); msg != "" {
+		for _, rt := range req.Topics {
+			st := kmsg.NewCreateTopicsResponseTopic()
+			st.Topic, st.ErrorCode, st.ErrorMessage = rt.Topic, kerr.PolicyViolation.Code, strp(msg)
+			st.NumPartitions, st.ReplicationFactor = -1, -1
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp
+	}
 	for _, rt := range req.Topics {
 		st := kmsg.NewCreateTopicsResponseTopic()
 		st.Topic = rt.Topic
@@ -86,6 +95,9 @@ func (b *Broker) handleCreateTopics(ctx context.Context, req *kmsg.CreateTopicsR
 			} else if errors.As(err, &rfErr) {
 				fail(kerr.InvalidReplicationFactor, "Unable to replicate the partition "+strconv.Itoa(int(rf))+" time(s): "+rfErr.Msg)
 				break
+			} else if e, ok := storageFailure(err); ok {
+				fail(e, err.Error())
+				break
 			} else if err != nil {
 				fail(kerr.UnknownServerError, err.Error())
 				break
@@ -102,6 +114,34 @@ func (b *Broker) handleCreateTopics(ctx context.Context, req *kmsg.CreateTopicsR
 		resp.Topics = append(resp.Topics, st)
 	}
 	return resp
+}
+
+// createTopicsTooLarge is the POLICY_VIOLATION message for a request Kafka's controller
+// refuses as a whole, "" for one it accepts: more than maxPartitionsPerBatch partitions
+// (validateTotalNumberOfPartitions), or more than maxRecordsPerUserOp metadata records
+// (a topic record, its partition records and its config records per topic).
+func (b *Broker) createTopicsTooLarge(req *kmsg.CreateTopicsRequest) string {
+	partitions, records := 0, 0
+	for _, rt := range req.Topics {
+		n := int(rt.NumPartitions)
+		switch {
+		case len(rt.ReplicaAssignment) > 0:
+			n = len(rt.ReplicaAssignment)
+		case n == -1:
+			n = int(b.cfg.Int32("num.partitions"))
+		case n < 0:
+			n = 0
+		}
+		partitions += n
+		records += 1 + n + len(rt.Configs)
+	}
+	switch {
+	case partitions > maxPartitionsPerBatch:
+		return msgTooManyPartitions
+	case records > maxRecordsPerUserOp:
+		return msgTooManyRecords
+	}
+	return ""
 }
 
 func (b *Broker) createTopicsConfigs(t *metadata.Topic) []kmsg.CreateTopicsResponseTopicConfig {

@@ -294,6 +294,8 @@ func (b *Broker) fetchPartition(part *partition.Partition, d *fetchData, k kafka
 			sp.ErrorCode = kerr.OffsetOutOfRange.Code
 		case errors.Is(err, storage.ErrClosed): // deleted while we read it
 			sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+		case errors.Is(err, storage.ErrLogDirOffline): // logged once when it went offline
+			sp.ErrorCode = kerr.KafkaStorageError.Code
 		default:
 			sp.ErrorCode = kerr.KafkaStorageError.Code
 			b.logger.Error("reading log", "dir", l.Dir(), "err", err)

@@ -56,7 +56,10 @@ func (b *Broker) defaultReplicationFactor() int16 {
 // createTopic writes the topic record with the partitions' placement (striped over the
 // registered brokers) and opens the logs of the partitions placed here. A placement
 // computed from an image older than the brokers' state is computed again. Errors: those
-// of metadata Apply and *controller.ErrInvalidReplicationFactor.
+// of metadata Apply, *controller.ErrInvalidReplicationFactor, *storage.ErrFileLimit
+// (the partitions placed here would exceed RLIMIT_NOFILE: nothing is written) and
+// errPartitionsNotOpened (a log placed here could not be opened: the topic is removed
+// again).
 func (b *Broker) createTopic(ctx context.Context, name string, id metadata.TopicID, partitions int32, rf int16, configs map[string]string, mirror *metadata.MirrorTopic) (*metadata.Topic, error) {
 	if configs == nil {
 		configs = map[string]string{}
@@ -65,6 +68,9 @@ func (b *Broker) createTopic(ctx context.Context, name string, id metadata.Topic
 		im := b.meta.Image()
 		assign, err := controller.Place(im, partitions, rf, nil, newRand())
 		if err != nil {
+			return nil, err
+		}
+		if err := b.checkFileBudget(name, assign); err != nil {
 			return nil, err
 		}
 		parts, err := controller.PartitionRecords(im, id, 0, assign)
@@ -79,9 +85,37 @@ func (b *Broker) createTopic(ctx context.Context, name string, id metadata.Topic
 		if err != nil {
 			return nil, err
 		}
-		b.applyNow()
-		return im.Topics[name], nil
+		t := im.Topics[name]
+		if err := b.rm.Apply(im); err != nil && b.missingLocal(t) {
+			return nil, b.undoCreateTopic(t, err)
+		}
+		return t, nil
 	}
+}
+
+// missingLocal reports whether a partition of t placed on this broker has no open log
+// (the replica manager could not open it).
+func (b *Broker) missingLocal(t *metadata.Topic) bool {
+	for i, reg := range t.Registrations {
+		if reg.HasReplica(b.nodeID) && b.rm.Get(t.Name, int32(i)) == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// undoCreateTopic removes a topic just created whose partitions on this broker could not
+// be opened (the replica manager logged each at ERROR with its cause), so that no
+// half-created topic stays behind; the logs it did open are deleted with it. It returns
+// errPartitionsNotOpened wrapping cause.
+func (b *Broker) undoCreateTopic(t *metadata.Topic, cause error) error {
+	b.logger.Error("undoing the creation of a topic whose partitions could not be opened", "topic", t.Name, "err", cause)
+	if _, err := b.meta.Apply(b.ctx, &metadata.RemoveTopicRecord{ID: t.ID}); err != nil {
+		b.logger.Error("removing the half-created topic", "topic", t.Name, "err", err)
+	} else {
+		b.applyNow()
+	}
+	return fmt.Errorf("%w: topic %s: %w", errPartitionsNotOpened, t.Name, cause)
 }
 
 func newRand() *rand.Rand { return rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())) }
@@ -110,7 +144,8 @@ func (b *Broker) CreateTopic(ctx context.Context, name string, id metadata.Topic
 }
 
 // CreatePartitions grows a topic (mirror.Local, for source partition growth), placing the
-// new partitions after the existing ones.
+// new partitions after the existing ones. *storage.ErrFileLimit: the partitions placed
+// here would exceed RLIMIT_NOFILE, nothing is written.
 func (b *Broker) CreatePartitions(ctx context.Context, name string, count int32) error {
 	for attempt := 0; ; attempt++ {
 		im := b.meta.Image()
@@ -124,6 +159,9 @@ func (b *Broker) CreatePartitions(ctx context.Context, name string, count int32)
 		rf := int16(max(1, len(t.Partition(0).Replicas)))
 		assign, err := controller.Place(im, count-t.Partitions, rf, t.Registrations, newRand())
 		if err != nil {
+			return err
+		}
+		if err := b.checkFileBudget(name, assign); err != nil {
 			return err
 		}
 		parts, err := controller.PartitionRecords(im, t.ID, t.Partitions, assign)

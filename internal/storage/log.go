@@ -60,6 +60,8 @@ type Log struct {
 	snapPIDs      []int64
 	scanBuf       []byte // the buffer of the appender's scans (load, producer replays)
 
+	health *dirHealth // the log directory's failure state (logdir.go)
+
 	epochs *epochCache // leader-epoch cache: the epochs of the batches in the log
 	fences *epochCache // epoch raises without records (RaiseLeaderEpoch, truncations)
 	drops  *epochDrops // epochs whose batches a truncation dropped, and where
@@ -329,8 +331,22 @@ func (l *Log) appendAsFollower(batches []byte, checkCRC bool) (AppendInfo, error
 
 // appendLocked writes batches (subslices of buf at their offsets, in order, contiguous)
 // to the log, rolling segments as needed, then updates indexes, producer state and the
-// LEO. The caller holds mu.
+// LEO. An I/O error takes the log directory offline (ErrLogDirOffline wrapping it;
+// ErrLogDirOffline alone once it is). The caller holds mu.
 func (l *Log) appendLocked(buf []byte, ps []pending) (AppendInfo, error) {
+	if l.health.offline() {
+		return AppendInfo{}, ErrLogDirOffline
+	}
+	info, err := l.writeLocked(buf, ps)
+	if err != nil {
+		// a write, roll, index or checkpoint error: the log directory goes offline
+		return AppendInfo{}, l.health.fail(fmt.Errorf("appending to %s: %w", l.dir, err))
+	}
+	return info, nil
+}
+
+// writeLocked is appendLocked's work; its errors are I/O errors.
+func (l *Log) writeLocked(buf []byte, ps []pending) (AppendInfo, error) {
 	info := AppendInfo{FirstOffset: ps[0].b.BaseOffset(), LastOffset: ps[len(ps)-1].b.LastOffset(),
 		MaxTimestamp: -1, OffsetOfMaxTimestamp: -1}
 	for _, p := range ps {
@@ -367,6 +383,9 @@ func (l *Log) appendLocked(buf []byte, ps []pending) (AppendInfo, error) {
 		}
 		from, to := ps[i].off, ps[j-1].off+len(ps[j-1].b)
 		if _, err := seg.log.WriteAt(buf[from:to], start); err != nil {
+			// best effort: leave no partial batch past the committed size (never read,
+			// never ranged); recovery cuts it otherwise
+			seg.log.Truncate(start)
 			return AppendInfo{}, err
 		}
 		seg.size.Store(pos)
@@ -513,10 +532,13 @@ func (l *Log) ReadRange(offset int64, maxBytes int32, maxOffset int64, minOneBat
 
 // locateLocked finds the bytes Read returns: the segment, the byte range [start, end)
 // and the last offset of its last batch; a nil segment when there is nothing to read.
-// The caller holds rw.
+// ErrLogDirOffline once the log directory went offline. The caller holds rw.
 func (l *Log) locateLocked(offset int64, maxBytes int32, maxOffset int64, minOneBatch bool) (seg *segment, start, end, last int64, err error) {
 	if l.closed.Load() {
 		return nil, 0, 0, -1, ErrClosed
+	}
+	if l.health.offline() {
+		return nil, 0, 0, -1, ErrLogDirOffline
 	}
 	leo := l.leo.Load()
 	if offset < l.logStart.Load() || offset > leo {
@@ -851,10 +873,13 @@ func (l *Log) Close() error {
 	if l.closed.Load() {
 		return nil
 	}
-	if len(l.segs) > 1 || l.active().size.Load() > 0 {
-		l.takeSnapshot(l.leo.Load(), true)
+	var err error
+	if !l.health.offline() { // an offline directory is not written to, only closed
+		if len(l.segs) > 1 || l.active().size.Load() > 0 {
+			l.takeSnapshot(l.leo.Load(), true)
+		}
+		err = l.flushLocked()
 	}
-	err := l.flushLocked()
 	l.rw.Lock()
 	l.closed.Store(true)
 	for _, s := range l.segs {

@@ -45,6 +45,7 @@ type Manager struct {
 	// brokerEpoch is written into the clean-shutdown marker (SetBrokerEpoch);
 	// prevEpoch is the one read from it at open, −1 when none.
 	brokerEpoch, prevEpoch int64
+	health                 *dirHealth
 }
 
 // cleanShutdown is the content of the clean-shutdown marker (Kafka's
@@ -66,7 +67,8 @@ func OpenManager(dir string, logger *slog.Logger) (*Manager, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	m := &Manager{dir: dir, logger: logger, logs: map[kafka.TopicPartition]*Log{}, brokerEpoch: -1, prevEpoch: -1}
+	m := &Manager{dir: dir, logger: logger, logs: map[kafka.TopicPartition]*Log{}, brokerEpoch: -1, prevEpoch: -1,
+		health: &dirHealth{dir: dir, logger: logger}}
 	marker := filepath.Join(dir, cleanShutdownFile)
 	m.clean = fileExists(marker)
 	if data, err := os.ReadFile(marker); err == nil && len(data) > 0 {
@@ -161,10 +163,14 @@ func (m *Manager) Open(topic string, partition int32, topicID [16]byte, cfg Conf
 	if !ok {
 		hw = -1
 	}
+	if m.health.offline() {
+		return nil, ErrLogDirOffline
+	}
 	l, err := openLog(dir, topicID, cfg, m.logger.With("topic", topic, "partition", partition), rp, ls, hw)
 	if err != nil {
 		return nil, err
 	}
+	l.health = m.health
 	m.logs[tp] = l
 	return l, nil
 }
@@ -304,17 +310,17 @@ func (m *Manager) RunBackground(ctx context.Context, c BackgroundConfig) {
 				}
 			}
 			if err := m.writeCheckpoints(m.openLogs(), false); err != nil {
-				m.logger.Error("writing checkpoints", "err", err)
+				m.health.fail(fmt.Errorf("writing checkpoints: %w", err))
 			}
 		case now := <-flush:
 			for tp, l := range m.openLogs() {
-				if err := l.maybeTimeFlush(now); err != nil {
-					m.logger.Error("flush failed", "topic", tp.Topic, "partition", tp.Partition, "err", err)
+				if err := l.maybeTimeFlush(now); err != nil && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrLogDirOffline) {
+					m.health.fail(fmt.Errorf("flushing %s-%d: %w", tp.Topic, tp.Partition, err))
 				}
 			}
 		case <-hwCheckpoint:
 			if err := m.checkpointHighWatermarks(m.openLogs()); err != nil {
-				m.logger.Error("writing the high-watermark checkpoint", "err", err)
+				m.health.fail(fmt.Errorf("writing the high-watermark checkpoint: %w", err))
 			}
 		case now := <-expiry:
 			for tp, l := range m.openLogs() {
@@ -388,6 +394,10 @@ func (m *Manager) Close() error {
 		if err := l.Close(); err != nil && first == nil {
 			first = err
 		}
+	}
+	if m.health.offline() {
+		// nothing more is written: the next start recovers every segment
+		return fmt.Errorf("log directory %s closed offline: %w", m.dir, ErrLogDirOffline)
 	}
 	if first != nil {
 		return first

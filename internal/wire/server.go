@@ -83,6 +83,9 @@ type Server struct {
 	NewRequest func(key int16) kmsg.Request
 	Handler    Handler
 	Logger     *slog.Logger
+	// Limits bounds the connections and queued request bytes; shared by the Servers of
+	// a broker's client listeners, nil for none.
+	Limits *Limits
 
 	mu       sync.Mutex
 	ln       net.Listener
@@ -111,8 +114,12 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.ln = ln
 	s.mu.Unlock()
 	for {
+		if !s.Limits.acquireSlot(s.ctx) {
+			return nil // shut down while waiting for room under max.connections
+		}
 		nc, err := ln.Accept()
 		if err != nil {
+			s.Limits.releaseSlot()
 			s.mu.Lock()
 			closing := s.closing
 			s.mu.Unlock()
@@ -126,11 +133,20 @@ func (s *Server) Serve(ln net.Listener) error {
 			}
 			return err
 		}
-		c := &conn{s: s, nc: nc}
+		ip := remoteIP(nc.RemoteAddr())
+		if !s.Limits.addIP(ip) {
+			s.Logger.Info("closing connection: too many connections from this address", "remote", nc.RemoteAddr(), "max.connections.per.ip", s.Limits.perIPLimit(ip))
+			nc.Close()
+			s.Limits.releaseSlot()
+			continue
+		}
+		c := &conn{s: s, nc: nc, ip: ip}
 		s.mu.Lock()
 		if s.closing {
 			s.mu.Unlock()
 			nc.Close()
+			s.Limits.removeIP(ip)
+			s.Limits.releaseSlot()
 			continue
 		}
 		s.conns[c] = struct{}{}
@@ -170,9 +186,22 @@ func (s *Server) Shutdown(ctx context.Context) {
 	}
 }
 
+// remoteIP is the IP of a connection's remote address (the whole address when it has
+// no port).
+func remoteIP(a net.Addr) string {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.IP.String()
+	}
+	if h, _, err := net.SplitHostPort(a.String()); err == nil {
+		return h
+	}
+	return a.String()
+}
+
 type conn struct {
 	s       *Server
 	nc      net.Conn
+	ip      string // remoteIP, counted in s.Limits
 	copyBuf []byte // pread buffer of file parts when sendfile is not used
 }
 
@@ -201,14 +230,19 @@ func (c *conn) write(w *bufio.Writer, r reply) error {
 	return err
 }
 
+// frame is one request frame read, holding size bytes of s.Limits' request pool until
+// it is answered.
 type frame struct {
-	buf []byte
+	buf  []byte
+	size int64
 }
 
 func (c *conn) run() {
 	s := c.s
 	defer func() {
 		c.nc.Close()
+		s.Limits.removeIP(c.ip)
+		s.Limits.releaseSlot()
 		s.mu.Lock()
 		delete(s.conns, c)
 		s.mu.Unlock()
@@ -232,6 +266,11 @@ func (c *conn) run() {
 				s.Logger.Info("closing connection: bad request size", "remote", c.nc.RemoteAddr(), "size", size, "socket.request.max.bytes", s.MaxRequestBytes)
 				return
 			}
+			// queued.max.request.bytes: the body is read once the pool has room (Kafka
+			// mutes the connection until its MemoryPool can allocate the frame)
+			if !s.Limits.reserve(ctx, int64(size)) {
+				return
+			}
 			var buf []byte
 			if size >= pooledFrameBytes {
 				buf = getBuf(int(size))[:size] // fully overwritten: no zeroing needed
@@ -239,11 +278,13 @@ func (c *conn) run() {
 				buf = make([]byte, size)
 			}
 			if _, err := io.ReadFull(r, buf); err != nil {
+				s.Limits.release(int64(size))
 				return
 			}
 			select {
-			case frames <- frame{buf: buf}:
+			case frames <- frame{buf: buf, size: int64(size)}:
 			case <-ctx.Done():
+				s.Limits.release(int64(size))
 				return
 			}
 		}
@@ -251,9 +292,17 @@ func (c *conn) run() {
 	// Writes larger than the buffer go straight to the socket when it is empty, so
 	// multi-MiB Fetch responses are not copied through it.
 	w := bufio.NewWriterSize(c.nc, 64*1024)
+	defer func() { // frames read but not served give their bytes back
+		cancel()
+		c.nc.Close() // unblocks the reader, which then closes frames
+		for f := range frames {
+			s.Limits.release(f.size)
+		}
+	}()
 	for f := range frames {
 		key := int16(binary.BigEndian.Uint16(f.buf))
 		out, err := c.serve(ctx, f.buf)
+		s.Limits.release(f.size) // answered (or none due): its bytes are free again
 		if key == produceKey {
 			// the records are in the log and the response is encoded: nothing refers
 			// to the frame any more. Other requests may leave slices of it in state
