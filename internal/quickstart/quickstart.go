@@ -146,6 +146,7 @@ func Run(ctx context.Context, o Options) error {
 		fmt.Fprintf(&header, format, args...)
 	}
 	say("Source cluster on %s, destination cluster on %s (data and logs in %s).\n", src.addr(), dst.addr(), data)
+	say("Status console: %s (destination), %s (source); Prometheus metrics at /metrics.\n", dst.consoleURL(), src.consoleURL())
 
 	srcAdm, err := newAdmin(src.addr())
 	if err != nil {
