@@ -10,11 +10,23 @@ import (
 	"regexp"
 	"regexp/syntax"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kmirror/kmirror/internal/cli/clientconf"
 	"github.com/kmirror/kmirror/internal/config"
+	"github.com/kmirror/kmirror/internal/mirrorproto"
+)
+
+// Client timeouts. An unreachable bootstrap server fails within about
+// dialTimeout + retryTimeout; a slow broker gets actionTimeout per request.
+const (
+	dialTimeout   = 5 * time.Second
+	retryTimeout  = 5 * time.Second
+	actionTimeout = 2 * time.Minute
 )
 
 // ExitError is what the command returns after it has printed its one-line
@@ -244,7 +256,7 @@ func regexErr(err error) string {
 // unknownMirrorConfigs returns the keys, as written, that are not cluster mirror configs
 // (config.Mirror, with the first draft's "mirror." aliases); unlike the broker's log, an
 // ssl.* or sasl.* key kmirror does not read is named too, as a misspelling.
-func unknownMirrorConfigs(props []Property) []string {
+func unknownMirrorConfigs(props []clientconf.Property) []string {
 	var out []string
 	for _, p := range props {
 		if _, known := config.MirrorName(p.Key); !known {
@@ -282,15 +294,15 @@ func (o *options) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	var props []Property
+	var props []clientconf.Property
 	if o.commandConfig != "" {
-		if props, err = ReadProperties(o.commandConfig); err != nil {
+		if props, err = clientconf.ReadProperties(o.commandConfig); err != nil {
 			return fmt.Errorf("--command-config: %v", err)
 		}
 	}
-	var mirrorProps []Property
+	var mirrorProps []clientconf.Property
 	if o.mirrorConfig != "" {
-		if mirrorProps, err = ReadProperties(o.mirrorConfig); err != nil {
+		if mirrorProps, err = clientconf.ReadProperties(o.mirrorConfig); err != nil {
 			return fmt.Errorf("--mirror-config: %v", err)
 		}
 		if len(mirrorProps) == 0 && action == "create" {
@@ -310,10 +322,17 @@ func (o *options) run(cmd *cobra.Command) error {
 			return err
 		}
 	}
-	kopts, err := clientOptions(o.bootstrap, props)
+	kopts, err := clientconf.Options(o.bootstrap, props)
 	if err != nil {
 		return fmt.Errorf("--command-config: %v", err)
 	}
+	kopts = append(kopts,
+		kgo.MaxVersions(mirrorproto.ClientVersions()),
+		kgo.DialTimeout(dialTimeout),
+		kgo.RequestRetries(1),
+		kgo.RetryTimeout(retryTimeout),
+		kgo.RequestTimeoutOverhead(actionTimeout),
+		kgo.ClientID("kmirror-mirrors"))
 	r := &runner{o: o, out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr(), kopts: kopts}
 	return r.run(cmd.Context(), action, mirrorProps)
 }
