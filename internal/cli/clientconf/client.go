@@ -7,7 +7,9 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"time"
 
+	"github.com/spf13/pflag"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
@@ -125,4 +127,35 @@ func jaasOption(jaas, name string) string {
 		return strings.NewReplacer(`\"`, `"`, `\\`, `\`).Replace(m[1])
 	}
 	return m[2]
+}
+
+// Flags are --bootstrap-server and --command-config of a client command.
+type Flags struct {
+	Bootstrap     string
+	CommandConfig string
+}
+
+// Register adds the flags to fs: --bootstrap-server (default DefaultBootstrap) and
+// --command-config.
+func (f *Flags) Register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.Bootstrap, "bootstrap-server", DefaultBootstrap, "comma-separated host:port list of the cluster's brokers")
+	fs.StringVar(&f.CommandConfig, "command-config", "", "client properties file (security.protocol, sasl.*, ssl.truststore.*)")
+}
+
+// Client dial and retry timeouts of Flags.Client: an unreachable bootstrap server fails
+// within about their sum.
+const (
+	DialTimeout  = 5 * time.Second
+	RetryTimeout = 10 * time.Second
+)
+
+// Client returns a franz-go client of the cluster the flags name, with client ID id,
+// DialTimeout, RetryTimeout and extra options.
+func (f *Flags) Client(id string, extra ...kgo.Opt) (*kgo.Client, error) {
+	opts, err := Load(f.Bootstrap, f.CommandConfig)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, kgo.ClientID(id), kgo.DialTimeout(DialTimeout), kgo.RetryTimeout(RetryTimeout))
+	return kgo.NewClient(append(opts, extra...)...)
 }

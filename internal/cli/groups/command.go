@@ -17,22 +17,15 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/internal/cli/clientconf"
 )
 
-// Client timeouts: an unreachable bootstrap server fails within about dial + retry
-// timeout; each command gets commandTimeout in total.
-const (
-	dialTimeout    = 5 * time.Second
-	retryTimeout   = 10 * time.Second
-	commandTimeout = 2 * time.Minute
-)
+// commandTimeout bounds each command.
+const commandTimeout = 2 * time.Minute
 
 type options struct {
-	bootstrap     string
-	commandConfig string
+	client clientconf.Flags
 }
 
 // NewCommand returns `kmirror groups` with its subcommands list, describe,
@@ -52,23 +45,14 @@ func NewCommand() *cobra.Command {
 			return errors.New("missing subcommand: one of list, describe, reset-offsets, delete")
 		},
 	}
-	cmd.PersistentFlags().StringVar(&o.bootstrap, "bootstrap-server", clientconf.DefaultBootstrap, "comma-separated host:port list of the cluster's brokers")
-	cmd.PersistentFlags().StringVar(&o.commandConfig, "command-config", "", "client properties file (security.protocol, sasl.*, ssl.truststore.*)")
+	o.client.Register(cmd.PersistentFlags())
 	cmd.AddCommand(listCommand(o), describeCommand(o), resetCommand(o), deleteCommand(o))
 	return cmd
 }
 
 // admin connects to --bootstrap-server.
 func (o *options) admin() (*kadm.Client, func(), error) {
-	opts, err := clientconf.Load(o.bootstrap, o.commandConfig)
-	if err != nil {
-		return nil, nil, err
-	}
-	cl, err := kgo.NewClient(append(opts,
-		kgo.DialTimeout(dialTimeout),
-		kgo.RetryTimeout(retryTimeout),
-		kgo.ClientID("kmirror-groups"),
-	)...)
+	cl, err := o.client.Client("kmirror-groups")
 	if err != nil {
 		return nil, nil, err
 	}
