@@ -19,7 +19,7 @@ var Broker = define(
 	Def{Name: "node.id", Type: TypeInt, Default: "1", Doc: "The broker's node ID."},
 	Def{Name: "listeners", Type: TypeString, Default: "PLAINTEXT://localhost:9092", Doc: "Listener to bind (one PLAINTEXT listener)."},
 	Def{Name: "advertised.listeners", Type: TypeString, Default: "", Doc: "Listener given to clients in Metadata; defaults to listeners."},
-	Def{Name: "metrics.listener", Type: TypeString, Default: "", Doc: "host:port of the Prometheus metrics endpoint (HTTP, path /metrics, spec §13); empty disables it, e.g. 127.0.0.1:9404."},
+	Def{Name: "metrics.listener", Type: TypeString, Default: "", Doc: "host:port of the broker's HTTP listener: the status console at / (docs/console.md), its JSON API, /healthz, /readyz and the Prometheus metrics at /metrics (spec §13); empty disables it, e.g. localhost:9192 (kmirror serve without --config uses localhost:9192). A listener that cannot bind stops the broker at start-up."},
 	Def{Name: "log.dirs", Type: TypeString, Default: "./data", Doc: "Data directory (one)."},
 	Def{Name: "log.dir", Type: TypeString, Default: "", Doc: "Alias of log.dirs, used when log.dirs is unset."},
 	minimum(Def{Name: "num.partitions", Type: TypeInt, Default: "1", Doc: "Partitions of auto-created topics and of CreateTopics with -1."}, 1),

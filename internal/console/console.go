@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"html/template"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -57,6 +58,15 @@ type Options struct {
 //go:embed web
 var web embed.FS
 
+// static is web/ as served: /static/console.css is web/static/console.css.
+var static = func() fs.FS {
+	sub, err := fs.Sub(web, "web")
+	if err != nil {
+		panic(err)
+	}
+	return sub
+}()
+
 var page = template.Must(template.New("index.html").Funcs(template.FuncMap{
 	"count":  func(n int64) string { return countText(n) },
 	"secs":   secondsText,
@@ -92,7 +102,7 @@ func Start(addr string, b Broker, logger *slog.Logger, o Options) (*Server, erro
 	s := &Server{b: b, ln: ln, history: newHistory(interval), stop: make(chan struct{}), done: make(chan struct{})}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", s.index)
-	mux.Handle("GET /static/", http.FileServerFS(web))
+	mux.Handle("GET /static/", http.FileServerFS(static))
 	mux.HandleFunc("GET /api/cluster", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, s.clusterView()) })
 	mux.HandleFunc("GET /api/topics", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, s.topicViews()) })
 	mux.HandleFunc("GET /api/groups", s.groups)

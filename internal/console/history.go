@@ -100,6 +100,9 @@ const (
 	GraphHeight = 100
 )
 
+// graphPad keeps the line off the box's top and bottom edges.
+const graphPad = 4
+
 // renderGraph lays samples out for the SVG polyline.
 func renderGraph(samples []Sample, now time.Time) Graph {
 	g := Graph{Samples: len(samples), MaxLag: 1}
@@ -113,7 +116,7 @@ func renderGraph(samples []Sample, now time.Time) Graph {
 	var b strings.Builder
 	for i, s := range samples {
 		x := float64(s.TimeMs-start) / float64(HistoryWindow.Milliseconds()) * GraphWidth
-		y := GraphHeight - float64(s.LagRecords)/float64(g.MaxLag)*GraphHeight
+		y := GraphHeight - graphPad - float64(s.LagRecords)/float64(g.MaxLag)*(GraphHeight-2*graphPad)
 		if i > 0 {
 			b.WriteByte(' ')
 		}

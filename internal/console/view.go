@@ -45,8 +45,8 @@ type TopicView struct {
 	Mirror string `json:"mirror,omitempty"`
 }
 
-// GroupView is one consumer group with its lag (kadm.Lag: log end offset minus the
-// committed offset, summed over the partitions with a commit).
+// GroupView is one consumer group with its lag: log end offset minus the committed
+// offset, summed over the partitions with a commit (kadm.Lag).
 type GroupView struct {
 	Group   string `json:"group"`
 	State   string `json:"state"`
@@ -191,7 +191,7 @@ func (s *Server) groupViews(ctx context.Context) ([]GroupView, error) {
 		for _, ml := range l.Lag.Sorted() {
 			topics[ml.Topic] = true
 			switch {
-			case ml.Err != nil:
+			case ml.Err != nil, ml.Commit.At < 0: // no commit: no lag, as kafka-consumer-groups.sh's "-"
 			case ml.Commit.At > ml.End.Offset:
 				gv.BeyondLogEnd++
 			case ml.Lag > 0:
