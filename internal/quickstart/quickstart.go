@@ -140,11 +140,7 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	defer dst.stop()
-	var header strings.Builder // the opening lines, kept on screen by every redraw
-	say := func(format string, args ...any) {
-		fmt.Fprintf(out, format, args...)
-		fmt.Fprintf(&header, format, args...)
-	}
+	say := func(format string, args ...any) { fmt.Fprintf(out, format, args...) }
 	say("Source cluster on %s, destination cluster on %s (data and logs in %s).\n", src.addr(), dst.addr(), data)
 	say("Status console: %s (destination), %s (source); Prometheus metrics at /metrics.\n", dst.consoleURL(), src.consoleURL())
 
@@ -217,10 +213,10 @@ func Run(ctx context.Context, o Options) error {
 		refresh = time.Second
 	}
 	tty := isTerminal(out)
-	if !tty {
-		fmt.Fprintln(out)
-		writeNextSteps(out, src.addr(), dst.addr())
-	}
+	// The tour once, then the table below it (redrawn in place on a terminal).
+	fmt.Fprintln(out)
+	writeNextSteps(out, tourCommand(out), src.addr(), dst.addr())
+	drawn := 0 // terminal lines of the table drawn last
 	tick := time.NewTicker(refresh)
 	defer tick.Stop()
 	var lastSig string
@@ -235,7 +231,7 @@ func Run(ctx context.Context, o Options) error {
 		if pst != "" {
 			status += "; " + pst
 		}
-		fmt.Fprintf(&tb, "%s  source %s, destination %s   %s\n\n", time.Now().Format("15:04:05"), src.addr(), dst.addr(), status)
+		fmt.Fprintf(&tb, "%s  source %s, destination %s\n%s\n\n", time.Now().Format("15:04:05"), src.addr(), dst.addr(), status)
 		if derr != nil && ctx.Err() == nil {
 			fmt.Fprintf(&tb, "describe mirrors: %v\n", derr)
 		} else {
@@ -243,12 +239,7 @@ func Run(ctx context.Context, o Options) error {
 		}
 		sig := signature(views) + "|" + pst
 		if tty {
-			fmt.Fprint(out, "\033[H\033[2J")
-			fmt.Fprint(out, header.String())
-			fmt.Fprintln(out)
-			fmt.Fprint(out, tb.String())
-			fmt.Fprintln(out)
-			writeNextSteps(out, src.addr(), dst.addr())
+			drawn = redraw(out, tb.String(), drawn)
 		} else if sig != lastSig || time.Since(lastPrint) >= 10*refresh {
 			fmt.Fprintln(out)
 			fmt.Fprint(out, tb.String())
@@ -337,15 +328,4 @@ func runConsumer(ctx context.Context, addr string, n *atomic.Int64) {
 		fs := cl.PollFetches(ctx)
 		n.Add(int64(fs.NumRecords()))
 	}
-}
-
-// isTerminal reports whether w is a character device (the live table then redraws in
-// place).
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }

@@ -61,6 +61,7 @@ type options struct {
 	mirror        string
 	mirrorConfig  string
 	topics        []string
+	topicsGiven   bool // --topics was on the command line (perhaps empty)
 	exclude       []string
 	deleteConfig  []string
 	configs       bool
@@ -215,6 +216,10 @@ func (o *options) validate() (string, error) {
 	if o.configs && o.failed {
 		return "", usagef("--configs is not valid with --failed")
 	}
+	if needsTopics && o.topicsGiven && len(nonEmpty(o.topics)) == 0 {
+		// a wrong value, not a missing flag: no usage
+		return "", errors.New("--topics was given an empty value: give topic names or regexes as a CSV, e.g. --topics orders or --topics '.*'")
+	}
 	if needsTopics && len(nonEmpty(o.topics)) == 0 {
 		return "", usagef("--%s requires --topics", action)
 	}
@@ -290,6 +295,7 @@ func splitTopics(v []string) (names, patterns []string) {
 }
 
 func (o *options) run(cmd *cobra.Command) error {
+	o.topicsGiven = cmd.Flags().Changed("topics")
 	action, err := o.validate()
 	if err != nil {
 		return err

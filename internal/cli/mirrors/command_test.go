@@ -34,6 +34,8 @@ func TestValidationErrors(t *testing.T) {
 		{"missing bootstrap", []string{"--list"}, "Error: --bootstrap-server is required"},
 		{"missing mirror", []string{"--bootstrap-server", "x:1", "--start", "--topics", "a"}, "Error: --start requires --mirror"},
 		{"missing topics", []string{"--bootstrap-server", "x:1", "--pause", "--mirror", "m"}, "Error: --pause requires --topics"},
+		{"empty topics", []string{"--bootstrap-server", "x:1", "--stop", "--mirror", "m", "--topics", ""}, "Error: --topics was given an empty value: give topic names or regexes as a CSV, e.g. --topics orders or --topics '.*'"},
+		{"blank topics", []string{"--bootstrap-server", "x:1", "--stop", "--mirror", "m", "--topics", " , "}, "Error: --topics was given an empty value: give topic names or regexes as a CSV, e.g. --topics orders or --topics '.*'"},
 		{"invalid regex", []string{"--bootstrap-server", "x:1", "--start", "--mirror", "m", "--topics", "a,b[", "--dry-run"}, "Error: invalid regex \"b[\": missing closing ]"},
 		{"invalid exclude regex", []string{"--bootstrap-server", "x:1", "--start", "--mirror", "m", "--topics", ".*", "--exclude", "(x"}, "Error: invalid regex \"(x\": missing closing )"},
 		{"exclude with stop", []string{"--bootstrap-server", "x:1", "--stop", "--mirror", "m", "--topics", "a", "--exclude", "b"}, "Error: --exclude is only valid with --start"},
