@@ -226,12 +226,8 @@ func Run(ctx context.Context, o Options) error {
 		views, derr := describeBoth(dctx, dstAdm, srcAdm)
 		dcancel()
 		var tb strings.Builder
-		status := fmt.Sprintf("produced %d, consumed by %s %d", produced.Load(), Group, consumedN.Load())
 		pst := prodStatus.Load().(string)
-		if pst != "" {
-			status += "; " + pst
-		}
-		fmt.Fprintf(&tb, "%s  source %s, destination %s\n%s\n\n", time.Now().Format("15:04:05"), src.addr(), dst.addr(), status)
+		tb.WriteString(statusLines(time.Now(), src.addr(), dst.addr(), produced.Load(), consumedN.Load(), pst))
 		if derr != nil && ctx.Err() == nil {
 			fmt.Fprintf(&tb, "describe mirrors: %v\n", derr)
 		} else {
@@ -276,6 +272,22 @@ func nextOrder(ctx context.Context, a *admin) (int, error) {
 	return n, nil
 }
 
+// tableWidth is the width the live table keeps to: an 80-column terminal.
+const tableWidth = 80
+
+// statusLines are the live table's first lines: the time and both clusters, then the
+// workload's counts and the producer's status (cut to tableWidth), then a blank line.
+func statusLines(now time.Time, src, dst string, produced, consumed int64, producerStatus string) string {
+	status := fmt.Sprintf("produced %d, consumed by %s %d", produced, Group, consumed)
+	if producerStatus != "" {
+		status += "; " + producerStatus
+	}
+	if r := []rune(status); len(r) > tableWidth {
+		status = string(r[:tableWidth-1]) + "…"
+	}
+	return fmt.Sprintf("%s  source %s, destination %s\n%s\n\n", now.Format("15:04:05"), src, dst, status)
+}
+
 // runProducer writes one record every 200 ms until ctx is done. While the source's
 // topic is read-only (a mirror topic: POLICY_VIOLATION or READ_ONLY_TOPIC) or a produce
 // fails otherwise, it retries the same record every 2 s and says so in status ("" while
@@ -306,7 +318,7 @@ func runProducer(ctx context.Context, addr string, next int, produced *atomic.In
 			status.Store("")
 			wait = 200 * time.Millisecond
 		case errors.Is(err, kerr.PolicyViolation) || strings.Contains(err.Error(), "READ_ONLY_TOPIC"):
-			status.Store(fmt.Sprintf("producer PAUSED: %s on the source is read-only (a mirror topic); retrying every 2 s", Topic))
+			status.Store(fmt.Sprintf("producer PAUSED (%s read-only here)", Topic))
 			wait = 2 * time.Second
 		default:
 			status.Store(fmt.Sprintf("producer retrying every 2 s: %v", err))

@@ -290,7 +290,7 @@ func TestLiveTableFits80x24(t *testing.T) {
 		views = append(views, v)
 	}
 	var tb bytes.Buffer
-	tb.WriteString("15:04:05  source localhost:9091, destination localhost:9094\nproduced 1234567, consumed by orders-app 1234567; producer PAUSED\n\n")
+	tb.WriteString(statusLines(time.Now(), "localhost:9091", "localhost:9094", 1234567, 1234567, "producer retrying every 2 s: unable to dial: dial tcp 127.0.0.1:9091: connect: connection refused"))
 	writeViews(&tb, views, "localhost:9091", "localhost:9094")
 	table := tb.String()
 	for _, line := range strings.Split(strings.TrimSuffix(table, "\n"), "\n") {

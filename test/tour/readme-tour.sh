@@ -39,6 +39,12 @@ for _ in $(seq 1 900); do
   sleep 0.2
 done
 tmux -L "$sock" capture-pane -p -t tour | grep -q 'orders .*MIRRORING' || fail "the quickstart's table shows no MIRRORING partition"
+# a reader starts the tour after the group's first commit (kgo commits every 5 s) has been
+# synced to the destination (every second in the quickstart); step 4 shows both
+for _ in $(seq 1 300); do
+  bin/kmirror groups --bootstrap-server localhost:9094 describe orders-app >/dev/null 2>&1 && break
+  sleep 0.2
+done
 
 # the tour's commands, from the README's block after "## A five-minute tour"
 tour=$(awk '/^## A five-minute tour/ {t=1} t && /^```sh/ {b=1; next} b && /^```/ {exit} b {print}' README.md)
@@ -68,7 +74,12 @@ done <<<"$tour"
 [ "$n" -ge 10 ] || fail "only $n tour commands ran"
 
 # the live table on the 80×24 screen: no line wider than 80, the mirror heading visible
-screen=$(tmux -L "$sock" capture-pane -p -J -t tour | awk '/^[0-9][0-9]:[0-9][0-9]:[0-9][0-9]  source / {t=1} t')
+table() { tmux -L "$sock" capture-pane -p -J -t tour | awk '/^[0-9][0-9]:[0-9][0-9]:[0-9][0-9]  source / {t=1} t'; }
+for _ in $(seq 1 100); do # the table is redrawn every second
+  table | grep -q '^Mirror my-mirror-back on the source' && break
+  sleep 0.2
+done
+screen=$(table)
 [ -n "$screen" ] || fail "the live table's status line is not on the 24-line screen"
 echo "$screen" | awk 'length($0) > 80 {bad=1} END {exit bad}' || fail "the live table has lines wider than 80 columns"
 echo "$screen" | grep -q '^Mirror my-mirror-back on the source' || fail "the table does not show my-mirror-back after the failback"
