@@ -59,7 +59,7 @@ func (r *runner) run(ctx context.Context, action string, mirrorProps []clientcon
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if r.o.dryRun {
+	if r.o.dryRun && action != "promote" {
 		return r.dryRun(action, mirrorProps)
 	}
 	r.action = action
@@ -87,6 +87,8 @@ func (r *runner) run(ctx context.Context, action string, mirrorProps []clientcon
 		return r.start(ctx)
 	case "stop":
 		return r.stop(ctx)
+	case "promote":
+		return r.promote(ctx)
 	case "pause", "resume":
 		return r.pauseResume(ctx, action)
 	case "recover":

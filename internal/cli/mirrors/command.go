@@ -44,7 +44,7 @@ func (e *ExitError) Error() string { return e.Err.Error() }
 func (e *ExitError) Unwrap() error { return e.Err }
 
 // actions in the order the usage lists them.
-var actions = []string{"create", "alter", "delete", "list", "describe", "start", "stop", "pause", "resume", "recover"}
+var actions = []string{"create", "alter", "delete", "list", "describe", "start", "stop", "promote", "pause", "resume", "recover"}
 
 // flagAliases maps the first draft's spellings to the canonical flags
 // (spec section 12).
@@ -98,6 +98,7 @@ Exactly one action is required:
   --describe  --mirror NAME --configs [--json]              (configs, secrets masked)
   --start     --mirror NAME --topics CSV [--exclude CSV]   (alias --add)
   --stop      --mirror NAME --topics CSV                   (alias --remove)
+  --promote   --mirror NAME --topics CSV [--dry-run]       (planned switchover: LAG 0 and syncs current, or refused)
   --pause     --mirror NAME --topics CSV
   --resume    --mirror NAME --topics CSV
   --recover   --mirror NAME --topics CSV
@@ -132,6 +133,7 @@ Exactly one action is required:
 	f.BoolVar(o.action["describe"], "describe", false, "describe mirror partitions")
 	f.BoolVar(o.action["start"], "start", false, "start mirroring topics (alias --add)")
 	f.BoolVar(o.action["stop"], "stop", false, "stop mirroring topics: failover, the topics become writable (alias --remove)")
+	f.BoolVar(o.action["promote"], "promote", false, "planned switchover: refuse unless LAG 0 and the config and group-offset syncs are current, run a final sync, then stop the topics")
 	f.BoolVar(o.action["pause"], "pause", false, "pause mirroring topics")
 	f.BoolVar(o.action["resume"], "resume", false, "resume paused mirror topics")
 	f.BoolVar(o.action["recover"], "recover", false, "send FAILED partitions back to LOG_ALIGNMENT")
@@ -143,7 +145,7 @@ Exactly one action is required:
 	f.StringSliceVar(&o.exclude, "exclude", nil, "CSV of topic names or regexes to exclude (--start only)")
 	f.BoolVar(&o.json, "json", false, "print --list/--describe as a JSON array")
 	f.BoolVar(&o.failed, "failed", false, "with --describe: only FAILED partitions, with retry and error")
-	f.BoolVar(&o.dryRun, "dry-run", false, "validate and print what would be sent, send nothing")
+	f.BoolVar(&o.dryRun, "dry-run", false, "validate and print what would be sent, send nothing (--promote: describe and say what it would do, change nothing)")
 	f.SetNormalizeFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
 		if canon, ok := flagAliases[name]; ok {
 			return pflag.NormalizedName(canon)
@@ -179,7 +181,7 @@ func (o *options) validate() (string, error) {
 	}
 	switch {
 	case len(chosen) == 0:
-		return "", usagef("exactly one action is required: --create, --alter, --delete, --list, --describe, --start, --stop, --pause, --resume or --recover")
+		return "", usagef("exactly one action is required: --create, --alter, --delete, --list, --describe, --start, --stop, --promote, --pause, --resume or --recover")
 	case len(chosen) > 1:
 		return "", usagef("only one action is allowed, got %s", strings.Join(chosen, " and "))
 	}
@@ -188,7 +190,7 @@ func (o *options) validate() (string, error) {
 		return "", usagef("--bootstrap-server is required")
 	}
 	needsMirror := action != "list" && action != "describe"
-	needsTopics := action == "start" || action == "stop" || action == "pause" || action == "resume" || action == "recover"
+	needsTopics := action == "start" || action == "stop" || action == "promote" || action == "pause" || action == "resume" || action == "recover"
 	if needsMirror && o.mirror == "" {
 		return "", usagef("--%s requires --mirror", action)
 	}

@@ -30,7 +30,7 @@ func TestValidationErrors(t *testing.T) {
 	}{
 		{"two actions", []string{"--bootstrap-server", "x:1", "--list", "--describe"}, "Error: only one action is allowed, got --list and --describe"},
 		{"alias and action", []string{"--bootstrap-server", "x:1", "--add", "--remove", "--mirror", "m", "--topic", "a"}, "Error: only one action is allowed, got --start and --stop"},
-		{"no action", []string{"--bootstrap-server", "x:1"}, "Error: exactly one action is required: --create, --alter, --delete, --list, --describe, --start, --stop, --pause, --resume or --recover"},
+		{"no action", []string{"--bootstrap-server", "x:1"}, "Error: exactly one action is required: --create, --alter, --delete, --list, --describe, --start, --stop, --promote, --pause, --resume or --recover"},
 		{"missing bootstrap", []string{"--list"}, "Error: --bootstrap-server is required"},
 		{"missing mirror", []string{"--bootstrap-server", "x:1", "--start", "--topics", "a"}, "Error: --start requires --mirror"},
 		{"missing topics", []string{"--bootstrap-server", "x:1", "--pause", "--mirror", "m"}, "Error: --pause requires --topics"},
