@@ -59,7 +59,7 @@ func (r *runner) run(ctx context.Context, action string, mirrorProps []clientcon
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if r.o.dryRun && action != "promote" {
+	if r.o.dryRun && action != "promote" && action != "stop" {
 		return r.dryRun(action, mirrorProps)
 	}
 	r.action = action
@@ -323,6 +323,9 @@ func (r *runner) start(ctx context.Context) error {
 }
 
 func (r *runner) stop(ctx context.Context) error {
+	if r.o.dryRun {
+		return r.stopDryRun(ctx)
+	}
 	names, patterns := splitTopics(r.o.topics)
 	req := mirrorproto.NewStopMirrorTopicsRequest()
 	req.MirrorName = r.o.mirror

@@ -23,7 +23,10 @@ const promoteWait = 2 * time.Minute
 // sync tasks' last runs.
 type promoteCheck struct {
 	partitions int
-	lag        int64 // known lag summed: what a failover now would lose
+	states     map[string]int // partitions per state
+	unknown    int            // partitions of unknown lag
+	missing    []string       // topics asked for that the mirror does not hold
+	lag        int64          // known lag summed: what a failover now would lose
 	source     map[string]int64
 	problems   []string
 	tasks      map[string]mirrorproto.DescribeClusterMirrorsSyncTask
@@ -37,7 +40,7 @@ func (r *runner) checkPromote(ctx context.Context, topics map[string]bool) (*pro
 	if err != nil {
 		return nil, err
 	}
-	c := &promoteCheck{source: map[string]int64{}, tasks: map[string]mirrorproto.DescribeClusterMirrorsSyncTask{}}
+	c := &promoteCheck{source: map[string]int64{}, states: map[string]int{}, tasks: map[string]mirrorproto.DescribeClusterMirrorsSyncTask{}}
 	seen := map[string]bool{}
 	for _, m := range dr.Mirrors {
 		for _, st := range m.SyncTasks {
@@ -52,8 +55,11 @@ func (r *runner) checkPromote(ctx context.Context, topics map[string]bool) (*pro
 				c.partitions++
 				key := fmt.Sprintf("%s-%d", t.TopicName, p.PartitionIndex)
 				c.source[key] = p.SourceOffset
+				c.states[p.State.String()]++
 				if p.Lag > 0 {
 					c.lag += p.Lag
+				} else if p.Lag < 0 {
+					c.unknown++
 				}
 				switch {
 				case p.State != mirrorproto.StateMirroring:
@@ -71,6 +77,7 @@ func (r *runner) checkPromote(ctx context.Context, topics map[string]bool) (*pro
 		}
 	}
 	sort.Strings(missing)
+	c.missing = missing
 	for _, t := range missing {
 		c.problems = append(c.problems, fmt.Sprintf("%s is not a topic of mirror %s", t, r.o.mirror))
 	}
@@ -200,5 +207,40 @@ func (r *runner) promote(ctx context.Context) error {
 		return err
 	}
 	fmt.Fprintf(w, "Promoted: %s are writable on %s with 0 records lost; move the clients there.\n", strings.Join(list, ","), r.o.bootstrap)
+	return nil
+}
+
+// stopDryRun is --stop --dry-run: one DescribeClusterMirrors, then the topics the stop
+// would fail over, their partitions and states, and the records a failover now would
+// lose (their LAG); it changes nothing.
+func (r *runner) stopDryRun(ctx context.Context) error {
+	names, err := r.expandTopics(ctx)
+	if err != nil {
+		return err
+	}
+	topics := map[string]bool{}
+	var list []string
+	for _, n := range names {
+		topics[n.TopicName] = true
+		list = append(list, n.TopicName)
+	}
+	c, err := r.checkPromote(ctx, topics)
+	if err != nil {
+		return err
+	}
+	states := make([]string, 0, len(c.states))
+	for st, n := range c.states {
+		states = append(states, fmt.Sprintf("%d %s", n, st))
+	}
+	sort.Strings(states)
+	fmt.Fprintf(r.out, "Dry run: --stop would fail over %s of mirror %s on %s: %d partitions (%s); a failover now would lose %d records (their LAG)",
+		strings.Join(list, ","), r.o.mirror, r.o.bootstrap, c.partitions, strings.Join(states, ", "), c.lag)
+	if c.unknown > 0 {
+		fmt.Fprintf(r.out, " plus the unknown LAG of %d partitions", c.unknown)
+	}
+	if len(c.missing) > 0 {
+		fmt.Fprintf(r.out, "; not topics of mirror %s (the stop would refuse them): %s", r.o.mirror, strings.Join(c.missing, ","))
+	}
+	fmt.Fprintln(r.out, ". Nothing was changed.")
 	return nil
 }

@@ -101,7 +101,11 @@ func TestPromote(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	before := describe()
-	out, errOut, err := promote("--dry-run")
+	out, errOut, err := runCmd(t, "--bootstrap-server", dst.Addr(), "--stop", "--mirror", "m", "--topics", "p.*", "--dry-run")
+	if err != nil || out != "Dry run: --stop would fail over pt of mirror m on "+dst.Addr()+": 2 partitions (2 MIRRORING); a failover now would lose 0 records (their LAG). Nothing was changed.\n" {
+		t.Fatalf("--stop --dry-run: %v\n%s%s", err, out, errOut)
+	}
+	out, errOut, err = promote("--dry-run")
 	if err != nil || !strings.Contains(out, "2 partitions, LAG 0 in total (a failover now would lose 0 records)") || !strings.Contains(out, "Dry run: --promote would wait for a final run") {
 		t.Fatalf("dry run: %v\n%s%s", err, out, errOut)
 	}
