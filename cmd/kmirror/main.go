@@ -26,7 +26,7 @@ func main() {
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.AddCommand(newServeCommand(), mirrorscli.NewCommand(), groupscli.NewCommand(), topicscli.NewCommand(),
-		producecli.NewCommand(), consumecli.NewCommand(), newVersionCommand(), newConfigDocsCommand(), newQuickstartCommand(), newStorageCommand())
+		producecli.NewCommand(), consumecli.NewCommand(), newDrillCommand(), newVersionCommand(), newConfigDocsCommand(), newQuickstartCommand(), newStorageCommand())
 	if err := root.Execute(); err != nil {
 		// The mirrors command has already printed its one-line error.
 		var printed *mirrorscli.ExitError
