@@ -9,8 +9,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	consumecli "github.com/kmirror/kmirror/internal/cli/consume"
 	groupscli "github.com/kmirror/kmirror/internal/cli/groups"
 	mirrorscli "github.com/kmirror/kmirror/internal/cli/mirrors"
+	producecli "github.com/kmirror/kmirror/internal/cli/produce"
+	topicscli "github.com/kmirror/kmirror/internal/cli/topics"
 )
 
 func main() {
@@ -19,8 +22,11 @@ func main() {
 		Short:         "A Kafka-compatible broker with native Cluster Mirroring (KIP-1279)",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       version(),
 	}
-	root.AddCommand(newServeCommand(), mirrorscli.NewCommand(), groupscli.NewCommand(), newConfigDocsCommand(), newQuickstartCommand(), newStorageCommand())
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.AddCommand(newServeCommand(), mirrorscli.NewCommand(), groupscli.NewCommand(), topicscli.NewCommand(),
+		producecli.NewCommand(), consumecli.NewCommand(), newDrillCommand(), newVersionCommand(), newConfigDocsCommand(), newQuickstartCommand(), newStorageCommand())
 	if err := root.Execute(); err != nil {
 		// The mirrors command has already printed its one-line error.
 		var printed *mirrorscli.ExitError

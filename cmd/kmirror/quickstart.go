@@ -36,10 +36,11 @@ truncate the now-primary copy; it says which state the data is in. Remove
 ./quickstart-data or pass --data OTHER-DIR to start afresh.
 
 With --scripted it runs the disaster-recovery drill unattended instead (mirror, kill -9 the
-source, fail over, resume the group on the destination, restart the source, fail back) and
-exits 0 only if every step held. Its last line is the one-line result; the records
-truncated at failback are the source's deliberately unmirrored tail (the RPO of an
-asynchronous mirror), not lost records.`,
+source under live load, fail over, resume the group on the destination, restart the
+source, fail back) and exits 0 only if every step held. Its last line is the one-line
+result: the RPO it measured (records the source acknowledged that never reached the
+destination), records lost, duplicates, time to fail over, and the records truncated at
+failback (the killed source's divergent tail, the RPO's records among them).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kmirror/kmirror/internal/config"
-	"github.com/kmirror/kmirror/internal/metrics"
+	"github.com/kmirror/kmirror/internal/console"
 	"github.com/kmirror/kmirror/internal/node"
 )
 
@@ -25,14 +25,15 @@ func newServeCommand() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Run a kmirror broker (embedded defaults: data in ./data, listener localhost:9092, node ID 1)",
+		Short: "Run a kmirror broker (embedded defaults: data in ./data, listener localhost:9092, node ID 1, status console on http://localhost:9192)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			logger, err := newLogger(level)
 			if err != nil {
 				return err
 			}
-			props := map[string]string{}
+			// The embedded defaults serve the status console; a config file names its own.
+			props := map[string]string{console.ConfigKey: console.DefaultListener}
 			if configFile != "" {
 				if props, err = config.ReadProperties(configFile); err != nil {
 					return fmt.Errorf("--config: %w", err)
@@ -89,13 +90,13 @@ func runBroker(cfg *config.Values, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	if addr := cfg.String(metrics.ConfigKey); addr != "" {
-		ms, err := metrics.Start(addr, b, logger)
+	if addr := cfg.String(console.ConfigKey); addr != "" {
+		cs, err := console.Start(addr, b, logger, console.Options{})
 		if err != nil {
 			b.Shutdown(context.Background())
-			return fmt.Errorf("%s: %w", metrics.ConfigKey, err)
+			return fmt.Errorf("%s %s: %w", console.ConfigKey, addr, err)
 		}
-		defer ms.Close(context.Background())
+		defer cs.Close(context.Background())
 	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)

@@ -19,7 +19,7 @@ var Broker = define(
 	Def{Name: "node.id", Type: TypeInt, Default: "1", Doc: "The broker's node ID."},
 	Def{Name: "listeners", Type: TypeString, Default: "PLAINTEXT://localhost:9092", Doc: "Listener to bind (one PLAINTEXT listener)."},
 	Def{Name: "advertised.listeners", Type: TypeString, Default: "", Doc: "Listener given to clients in Metadata; defaults to listeners."},
-	Def{Name: "metrics.listener", Type: TypeString, Default: "", Doc: "host:port of the Prometheus metrics endpoint (HTTP, path /metrics, spec §13); empty disables it, e.g. 127.0.0.1:9404."},
+	Def{Name: "metrics.listener", Type: TypeString, Default: "", Doc: "host:port of the broker's HTTP listener: the status console at / (docs/console.md), its JSON API, /healthz, /readyz and the Prometheus metrics at /metrics (spec §13); empty disables it, e.g. localhost:9192 (kmirror serve without --config uses localhost:9192). A listener that cannot bind stops the broker at start-up."},
 	Def{Name: "log.dirs", Type: TypeString, Default: "./data", Doc: "Data directory (one)."},
 	Def{Name: "log.dir", Type: TypeString, Default: "", Doc: "Alias of log.dirs, used when log.dirs is unset."},
 	minimum(Def{Name: "num.partitions", Type: TypeInt, Default: "1", Doc: "Partitions of auto-created topics and of CreateTopics with -1."}, 1),
@@ -140,7 +140,7 @@ var Topic = define(
 	Def{Name: "flush.messages", Type: TypeLong, Default: maxI64, Synonym: "log.flush.interval.messages", Unit: "records", Doc: "Records appended before an fsync."},
 	Def{Name: "flush.ms", Type: TypeLong, Default: maxI64, Synonym: "log.flush.interval.ms", Unit: "ms", Doc: "Time before an fsync."},
 	Def{Name: "unclean.leader.election.enable", Type: TypeBoolean, Default: "false", Synonym: "unclean.leader.election.enable", Doc: "Elect a replica outside the ISR as a last resort (its ISR becomes that replica alone, leader recovery state RECOVERING; acknowledged records may be lost)."},
-	Def{Name: "mirror.support.unclean.leader.election", Type: TypeBoolean, Default: "false", Doc: "Opt in to ULE_RECOVERY (spec §4). LOG_ALIGNMENT of the topic's mirror partitions then waits for every replica, not only the ISR (cluster.md §3); ULE_RECOVERY itself is never entered yet (docs/mirroring.md)."},
+	Def{Name: "mirror.support.unclean.leader.election", Type: TypeBoolean, Default: "false", Doc: "Opt in to ULE_RECOVERY (spec §4). LOG_ALIGNMENT of the topic's mirror partitions then waits for every replica, not only the ISR (cluster.md §3); ULE_RECOVERY itself is never entered yet (docs/mirroring-internals.md)."},
 	Def{Name: "mirror.replication.throttled.replicas", Type: TypeList, Default: "", Doc: "Mirror partitions throttled by mirror.replication.throttled.rate: * for all, or partition:brokerID pairs; empty throttles none."},
 )
 

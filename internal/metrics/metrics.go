@@ -1,5 +1,6 @@
-// Package metrics serves the broker's Prometheus metrics (cluster mirroring spec section
-// 13) over HTTP at /metrics on the address of the broker config metrics.listener.
+// Package metrics collects the broker's Prometheus metrics (cluster mirroring spec
+// section 13); internal/console serves them over HTTP at /metrics on the address of the
+// broker config metrics.listener.
 //
 // Every metric is read from existing broker and mirror state when scraped: the collectors
 // keep no bookkeeping of their own and add nothing to the produce, fetch or mirror paths.
@@ -10,9 +11,6 @@ package metrics
 
 import (
 	"context"
-	"errors"
-	"log/slog"
-	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -223,34 +221,3 @@ func NewRegistry(b Broker) *prometheus.Registry {
 func Handler(reg *prometheus.Registry) http.Handler {
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{EnableOpenMetrics: true})
 }
-
-// Server is a running metrics endpoint.
-type Server struct {
-	srv *http.Server
-	ln  net.Listener
-}
-
-// Start listens on addr (host:port; port 0 picks a free port) and serves b's metrics at
-// Path until Close.
-func Start(addr string, b Broker, logger *slog.Logger) (*Server, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, err
-	}
-	mux := http.NewServeMux()
-	mux.Handle(Path, Handler(NewRegistry(b)))
-	s := &Server{ln: ln, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
-	go func() {
-		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Error("metrics listener failed", "addr", addr, "err", err)
-		}
-	}()
-	logger.Info("serving metrics", "addr", "http://"+ln.Addr().String()+Path)
-	return s, nil
-}
-
-// Addr is the host:port the endpoint listens on.
-func (s *Server) Addr() string { return s.ln.Addr().String() }
-
-// Close stops the endpoint, waiting up to ctx for in-flight scrapes.
-func (s *Server) Close(ctx context.Context) error { return s.srv.Shutdown(ctx) }

@@ -4,9 +4,8 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -64,14 +63,14 @@ func TestMirrorMetrics(t *testing.T) {
 		}
 	}
 
-	dst := brokertest.Start(t, map[string]string{metrics.ConfigKey: "127.0.0.1:0"})
-	ms, err := metrics.Start(dst.Props[metrics.ConfigKey], dst.Broker, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ms.Close(context.Background()) })
+	dst := brokertest.Start(t, nil)
+	mux := http.NewServeMux()
+	mux.Handle(metrics.Path, metrics.Handler(metrics.NewRegistry(dst.Broker)))
+	ms := httptest.NewServer(mux)
+	t.Cleanup(ms.Close)
+	addr := strings.TrimPrefix(ms.URL, "http://")
 
-	before := scrape(t, ms.Addr())
+	before := scrape(t, addr)
 	if before["kmirror_cluster_mirrors"] != "0" || before["kmirror_partitions"] == "" {
 		t.Fatalf("before the mirror: cluster_mirrors=%q partitions=%q", before["kmirror_cluster_mirrors"], before["kmirror_partitions"])
 	}
@@ -82,7 +81,7 @@ func TestMirrorMetrics(t *testing.T) {
 	p1 := `{mirror="m1",partition="1",topic="mt"}`
 	var got map[string]string
 	for {
-		got = scrape(t, ms.Addr())
+		got = scrape(t, addr)
 		if got["kmirror_mirror_partition_lag_records"+p0] == "0" && got["kmirror_mirror_partition_log_end_offset"+p0] == "5" &&
 			got["kmirror_mirror_partition_lag_records"+p1] == "0" &&
 			got[`kmirror_mirror_partitions{mirror="m1",state="MIRRORING"}`] == "2" &&

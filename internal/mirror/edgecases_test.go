@@ -2,7 +2,7 @@ package mirror
 
 // Edge cases of spec section 16 ("Edge cases that must hold") that are not covered by
 // acceptance_test.go, scenarios_test.go, admin_test.go and internal/storage. The table in
-// docs/mirroring.md names the test for each case.
+// docs/mirroring-internals.md names the test for each case.
 
 import (
 	"bytes"

@@ -101,21 +101,6 @@ func (a *admin) stopMirror(ctx context.Context, name string, topics ...string) e
 	return topicErrors("stop mirror "+name, sr.ErrorCode, sr.ErrorMessage, sr.Topics, false)
 }
 
-// pauseMirror sends PauseMirrorTopics.
-func (a *admin) pauseMirror(ctx context.Context, name string, topics ...string) error {
-	req := mirrorproto.NewPauseMirrorTopicsRequest()
-	req.MirrorName = name
-	for _, t := range topics {
-		req.Topics = append(req.Topics, mirrorproto.TopicName{TopicName: t})
-	}
-	resp, err := a.cl.Request(ctx, req)
-	if err != nil {
-		return fmt.Errorf("pause mirror %s: %w", name, err)
-	}
-	pr := resp.(*mirrorproto.PauseMirrorTopicsResponse)
-	return topicErrors("pause mirror "+name, pr.ErrorCode, pr.ErrorMessage, pr.Topics, false)
-}
-
 func topicErrors(what string, code int16, msg *string, topics []mirrorproto.TopicResult, tolerant bool) error {
 	if err := mirrorproto.ErrorFor(code, msg); err != nil {
 		return fmt.Errorf("%s: %w", what, err)

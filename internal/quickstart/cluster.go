@@ -19,6 +19,7 @@ import (
 
 	"github.com/kmirror/kmirror/internal/broker"
 	"github.com/kmirror/kmirror/internal/config"
+	"github.com/kmirror/kmirror/internal/console"
 	"github.com/kmirror/kmirror/internal/node"
 )
 
@@ -45,8 +46,9 @@ type cluster struct {
 	dir   string // data directory (log.dirs; <dir>/node-<i> for each node of a multi-node cluster)
 
 	// in process
-	nodes []*broker.Broker
-	done  []chan struct{}
+	nodes    []*broker.Broker
+	consoles []*console.Server // the status console of each node
+	done     []chan struct{}
 
 	// child process
 	cmd    *exec.Cmd
@@ -81,7 +83,7 @@ func startInProcess(name string, port int, dir string, n int) (*cluster, error) 
 	c := &cluster{name: name, dir: dir}
 	if n <= 1 {
 		c.ports = []int{port}
-		return c, c.startNode(name, ClusterProps(port, dir))
+		return c, c.startNode(name, ClusterProps(port, dir), port)
 	}
 	var voters []string
 	for i := 0; i < n; i++ {
@@ -110,7 +112,7 @@ func startInProcess(name string, port int, dir string, n int) (*cluster, error) 
 			return nil, err
 		}
 		// every node waits in New for the quorum: start them together
-		go func() { errs <- c.startNode(fmt.Sprintf("%s node %d", name, i+1), props) }()
+		go func() { errs <- c.startNode(fmt.Sprintf("%s node %d", name, i+1), props, port+i) }()
 	}
 	var first error
 	for i := 0; i < n; i++ {
@@ -148,8 +150,14 @@ func format(dir, clusterID string, nodeID int32) error {
 	return config.WriteMetaProperties(dir, &config.MetaProperties{Version: 1, ClusterID: clusterID, NodeID: nodeID, DirectoryID: config.RandomUUID()})
 }
 
-// startNode runs one node in this process on props, its log written to <log.dirs>.log.
-func (c *cluster) startNode(name string, props map[string]string) error {
+// consolePortOffset puts a quickstart node's status console this far above its client
+// listener (9094 → http://localhost:9194), as kmirror serve's embedded defaults do.
+const consolePortOffset = 100
+
+// startNode runs one node in this process on props, its log written to <log.dirs>.log,
+// with its status console on localhost:port+consolePortOffset (a free port when that one
+// is taken).
+func (c *cluster) startNode(name string, props map[string]string, port int) error {
 	dir := props["log.dirs"]
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -169,9 +177,18 @@ func (c *cluster) startNode(name string, props map[string]string) error {
 		logf.Close()
 		return fmt.Errorf("%s cluster: %w", name, err)
 	}
+	cs, err := console.Start("localhost:"+strconv.Itoa(port+consolePortOffset), b, logger, console.Options{})
+	if err != nil {
+		cs, err = console.Start("localhost:0", b, logger, console.Options{})
+	}
+	if err != nil {
+		b.Shutdown(context.Background())
+		logf.Close()
+		return fmt.Errorf("%s cluster: %s: %w", name, console.ConfigKey, err)
+	}
 	done := make(chan struct{})
 	c.mu.Lock()
-	c.nodes, c.done = append(c.nodes, b), append(c.done, done)
+	c.nodes, c.consoles, c.done = append(c.nodes, b), append(c.consoles, cs), append(c.done, done)
 	c.mu.Unlock()
 	go func() {
 		defer close(done)
@@ -294,8 +311,19 @@ func (c *cluster) doStop() {
 func (c *cluster) stopNode(i int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	_ = c.consoles[i].Close(ctx)
 	c.nodes[i].Stop(ctx)
 	<-c.done[i]
+}
+
+// consoleURL is the status console of the cluster's first node, "" for a child cluster.
+func (c *cluster) consoleURL() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.consoles) == 0 {
+		return ""
+	}
+	return c.consoles[0].URL()
 }
 
 // portFree reports whether localhost:port can be bound.

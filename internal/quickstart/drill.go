@@ -6,14 +6,20 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Report holds what RunScripted measured.
 type Report struct {
 	SourcePort, DestinationPort int
 	Produced                    int           // records acknowledged in all (source and destination)
-	Unmirrored                  int           // records the source acknowledged after the mirror link was cut: its divergent tail at the outage
+	Unmirrored                  int           // the RPO, measured: records the source acknowledged under live load that never reached the destination
+	SourceTail                  int           // records on the restarted source that the destination never had (acknowledged or not): its divergent tail
+	LagBefore                   int64         // the mirror's lag in records just before the kill
+	LiveAcked                   int           // records the source acknowledged under live load
 	Lost                        int           // records that reached the destination or were produced there, missing from it or never delivered to the group
 	Duplicates                  int           // records the group read again on the destination after reading them on the source
 	DuplicateBound              int           // duplicates allowed: records the group read but had not committed at the outage
@@ -22,15 +28,14 @@ type Report struct {
 	Truncated                   int64         // records LOG_ALIGNMENT dropped from the source's log at failback
 	Failures                    []string      // checks that did not hold; empty when the drill passed
 
-	// ProducedBy is Produced split by the step that produced: "source before the
-	// outage", "source's unmirrored tail", "destination after failover", "source after
-	// failback" (the one record that shows it is writable again).
+	// ProducedBy is Produced split by the step that produced: the source before the
+	// outage, the source under live load until the kill, the destination after failover,
+	// the source after failback (the one record that shows it is writable again).
 	ProducedBy map[string]int
-	tailStep   int
 }
 
 // producedOrder is the order producedBreakdown lists Report.ProducedBy in.
-var producedOrder = []string{"on the source before the outage", "in the source's unmirrored tail", "on the destination after failover", "on the source after failback"}
+var producedOrder = []string{"on the source before the outage", "on the source under live load until the kill", "on the destination after failover", "on the source after failback"}
 
 func (r *Report) producedBreakdown() string {
 	var parts []string
@@ -44,19 +49,20 @@ func (r *Report) producedBreakdown() string {
 
 // Summary is the one-line result RunScripted prints last.
 func (r *Report) Summary() string {
-	s := fmt.Sprintf("%d records lost, %d duplicates (bound %d), failover in %d ms, %d records truncated at failback (the source's unmirrored tail: the RPO of an async mirror, not lost) (ports %d/%d)",
-		r.Lost, r.Duplicates, r.DuplicateBound, r.FailoverTime.Milliseconds(), r.Truncated, r.SourcePort, r.DestinationPort)
+	s := fmt.Sprintf("%d records lost, RPO %d acknowledged records (measured, source killed under live load, lag %d), %d duplicates (bound %d), failover in %d ms, %d records truncated at failback (the source's divergent tail) (ports %d/%d)",
+		r.Lost, r.Unmirrored, r.LagBefore, r.Duplicates, r.DuplicateBound, r.FailoverTime.Milliseconds(), r.Truncated, r.SourcePort, r.DestinationPort)
 	if len(r.Failures) == 0 {
 		return "quickstart drill PASSED: " + s
 	}
 	return fmt.Sprintf("quickstart drill FAILED (%s): %s", strings.Join(r.Failures, "; "), s)
 }
 
-// drill sizes: records before the outage, the source's unmirrored tail, records
-// produced on the destination after failover.
+// drill sizes: records before the outage, the live load until the kill (rate and
+// duration), records produced on the destination after failover.
 const (
 	drillMirrored   = 300
-	drillTail       = 20
+	drillLiveRate   = 200 // records/s produced to the source while it mirrors, until the kill
+	drillLive       = 2 * time.Second
 	drillAfter      = 80
 	drillWaitMirror = 90 * time.Second
 )
@@ -67,9 +73,10 @@ const (
 // The source cluster is a child process (`<Executable> serve`) so that the outage is a
 // real kill -9; the destination runs in this process. Steps: produce to `orders` on the
 // source; mirror it to the destination (`my-mirror`, `.*`) until lag 0; the group
-// `orders-app` consumes and commits on the source; the mirror link is cut (PauseMirrorTopics)
-// and the source acknowledges a tail of records that never reach the destination — what an
-// outage leaves behind; kill -9 of the source; failover (StopMirrorTopics) and produce on
+// `orders-app` consumes and commits on the source; a producer writes to the source at
+// drillLiveRate while it mirrors and the source is killed with kill -9 under that load,
+// the mirror not paused: what the destination lacks of the acknowledged records is the
+// measured RPO; failover (StopMirrorTopics) and produce on
 // the destination; the group resumes on the destination; the source restarts on its data;
 // failback (`my-mirror-back` on the source, start `orders`, lag 0) truncates the source's
 // tail and leaves both logs identical; StopMirrorTopics on the source makes it writable.
@@ -118,13 +125,12 @@ func RunScripted(ctx context.Context, o Options) (*Report, error) {
 	}
 	fmt.Fprintf(out, "\n%-31s%d (%s)\n", "records produced:", rep.Produced, rep.producedBreakdown())
 	fmt.Fprintf(out, "%-31s%d (records mirrored to or produced on the destination that the group never read or that left it)\n", "records lost:", rep.Lost)
-	fmt.Fprintf(out, "    The %d records truncated at failback (below) are the source's deliberately unmirrored tail: the old\n"+
-		"    primary acknowledged them after replication was paused (step %d), so the destination never had\n"+
-		"    them. That is the RPO of an asynchronous mirror — what the last LAG shows at failover — and\n"+
-		"    not counted as lost.\n", rep.Truncated, rep.tailStep)
+	fmt.Fprintf(out, "%-31s%d of the %d records the source acknowledged under live load never reached the destination\n"+
+		"    (the source was killed while producing, the mirror not paused; lag just before: %d). That is\n"+
+		"    the RPO of an asynchronous mirror, measured; those records are not counted as lost above.\n", "RPO (acknowledged, missing):", rep.Unmirrored, rep.LiveAcked, rep.LagBefore)
 	fmt.Fprintf(out, "%-31s%d (bound %d; group offsets synced before the outage: %v)\n", "duplicates seen:", rep.Duplicates, rep.DuplicateBound, rep.GroupSynced)
 	fmt.Fprintf(out, "%-31s%d ms (kill -9 of the source to the first record acknowledged by the destination)\n", "time to fail over:", rep.FailoverTime.Milliseconds())
-	fmt.Fprintf(out, "%-31s%d (the source's unmirrored tail: %d)\n", "records truncated at failback:", rep.Truncated, rep.Unmirrored)
+	fmt.Fprintf(out, "%-31s%d (the restarted source's divergent tail: %d records, acknowledged or not)\n", "records truncated at failback:", rep.Truncated, rep.SourceTail)
 	if len(rep.Failures) > 0 {
 		fmt.Fprintf(out, "data and logs kept in %s\n", data)
 		return rep, fmt.Errorf("%s", strings.Join(rep.Failures, "; "))
@@ -286,33 +292,21 @@ func (d *drill) run() error {
 		fmt.Fprintf(d.out, "    %v\n", err)
 	}
 
-	if err := d.do(fmt.Sprintf("cut the mirror link (pause %s) and produce %d more records on the source", Topic, drillTail), func() error {
-		if err := d.dstAdm.pauseMirror(ctx, Mirror, Topic); err != nil {
-			return err
-		}
-		if _, err := d.dstAdm.waitState(ctx, Mirror, Topic, Partitions, "PAUSED", 30*time.Second); err != nil {
-			return err
-		}
-		rep.Unmirrored = drillTail
-		rep.tailStep = d.step
-		d.producing = producedOrder[1]
-		return d.produce(srcAddr, drillMirrored+1, drillMirrored+drillTail)
+	var (
+		killed    time.Time
+		liveAcked map[int]bool
+		next      int
+	)
+	if err := d.do(fmt.Sprintf("produce %d records/s to %s on the source while it mirrors, and kill -9 the source under that load after %s", drillLiveRate, Topic, drillLive), func() error {
+		liveAcked, next, killed, err = d.killUnderLoad(srcAddr, drillMirrored+1)
+		return err
 	}); err != nil {
 		return err
 	}
-
-	var killed time.Time
-	if err := d.do("kill -9 the source cluster", func() error {
-		d.srcAdm.close()
-		d.srcAdm = nil
-		d.src.kill()
-		killed = time.Now()
-		d.src = nil
-		return nil
-	}); err != nil {
-		return err
-	}
-	first, last := drillMirrored+drillTail+1, drillMirrored+drillTail+drillAfter
+	rep.LiveAcked = len(liveAcked)
+	rep.Produced += len(liveAcked)
+	rep.ProducedBy[producedOrder[1]] += len(liveAcked)
+	first, last := next, next+drillAfter-1
 	if err := d.do(fmt.Sprintf("fail over: stop mirroring %s on the destination and produce %d records there", Topic, drillAfter), func() error {
 		if err := d.dstAdm.stopMirror(ctx, Mirror, Topic); err != nil {
 			return err
@@ -327,11 +321,36 @@ func (d *drill) run() error {
 		return err
 	}
 
+	// what reached the destination of the live load, read before anything else writes
+	mirroredLive := map[int]bool{}
+	if err := d.do("count the acknowledged records that reached the destination (the RPO)", func() error {
+		lines, err := dumpTopic(ctx, dstAddr)
+		if err != nil {
+			return err
+		}
+		for _, l := range lines {
+			if n := orderNumber([]byte(strings.Fields(l)[2])); n > drillMirrored && n < first {
+				mirroredLive[n] = true
+			}
+		}
+		for n := range liveAcked {
+			if !mirroredLive[n] {
+				rep.Unmirrored++
+			}
+		}
+		fmt.Fprintf(d.out, "    %d of %d acknowledged records are on the destination: RPO %d records (lag just before the kill: %d)\n",
+			len(liveAcked)-rep.Unmirrored, len(liveAcked), rep.Unmirrored, rep.LagBefore)
+		return nil
+	}); err != nil {
+		return err
+	}
+
 	var onDest consumed
-	expected := func(n int) bool { return n >= 1 && n <= drillMirrored || n >= first && n <= last }
+	expected := func(n int) bool { return n >= 1 && n <= drillMirrored || mirroredLive[n] || n >= first && n <= last }
 	if err := d.do(fmt.Sprintf("group %s resumes on the destination", Group), func() error {
 		onDest, err = consumeGroup(ctx, dstAddr, 60*time.Second, func(c consumed) bool {
-			return covers(append(append(consumed{}, onSource...), c...), 1, drillMirrored) && covers(c, first, last)
+			all := append(append(consumed{}, onSource...), c...)
+			return covers(all, 1, drillMirrored) && covers(c, first, last) && coversAll(all, mirroredLive)
 		})
 		return err
 	}); err != nil {
@@ -372,6 +391,21 @@ func (d *drill) run() error {
 	if err := d.do("restart the source cluster on its data", d.startSource); err != nil {
 		return err
 	}
+	if err := d.do("count the restarted source's divergent tail (records the destination never had)", func() error {
+		lines, err := dumpTopic(ctx, srcAddr)
+		if err != nil {
+			return err
+		}
+		for _, l := range lines {
+			if n := orderNumber([]byte(strings.Fields(l)[2])); n > drillMirrored && !mirroredLive[n] {
+				rep.SourceTail++
+			}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	d.check(rep.Unmirrored <= rep.SourceTail, "%d acknowledged records missing on the destination, but the source's divergent tail holds only %d", rep.Unmirrored, rep.SourceTail)
 	if err := d.do(fmt.Sprintf("fail back: create mirror %s on the source, start %s, wait for lag 0", MirrorBack, Topic), func() error {
 		if err := d.srcAdm.createMirror(ctx, MirrorBack, dstAddr, false); err != nil {
 			return err
@@ -387,7 +421,7 @@ func (d *drill) run() error {
 	}); err != nil {
 		return err
 	}
-	d.check(rep.Truncated == int64(rep.Unmirrored), "failback truncated %d records, the source's divergent tail was %d", rep.Truncated, rep.Unmirrored)
+	d.check(rep.Truncated == int64(rep.SourceTail), "failback truncated %d records, the source's divergent tail was %d", rep.Truncated, rep.SourceTail)
 	same := 0
 	if err := d.do("compare (partition, offset, key, value) on both clusters", func() error {
 		a, err := dumpTopic(ctx, srcAddr)
@@ -400,7 +434,7 @@ func (d *drill) run() error {
 		}
 		tail := 0
 		for _, l := range a {
-			if n := orderNumber([]byte(strings.Fields(l)[2])); n > drillMirrored && n < first {
+			if n := orderNumber([]byte(strings.Fields(l)[2])); n > drillMirrored && n < first && !mirroredLive[n] {
 				tail++
 			}
 		}
@@ -441,6 +475,84 @@ func (d *drill) produce(addr string, from, to int) error {
 	}
 	d.rep.ProducedBy[d.producing] += to - from + 1
 	return nil
+}
+
+// coversAll reports whether c holds every order number of want.
+func coversAll(c consumed, want map[int]bool) bool {
+	have := make(map[int]bool, len(c))
+	for _, n := range c {
+		have[n] = true
+	}
+	for n := range want {
+		if !have[n] {
+			return false
+		}
+	}
+	return true
+}
+
+// killUnderLoad produces order numbers from, from+1, ... to the source at drillLiveRate
+// for drillLive, records the mirror's lag, kills the source with kill -9 while the
+// producer keeps going, and returns the order numbers the source acknowledged, the next
+// unused order number and the time of the kill.
+func (d *drill) killUnderLoad(addr string, from int) (map[int]bool, int, time.Time, error) {
+	cl, err := newProducer(addr)
+	if err != nil {
+		return nil, 0, time.Time{}, err
+	}
+	var (
+		mu    sync.Mutex
+		acked = map[int]bool{}
+		wg    sync.WaitGroup
+	)
+	pctx, stop := context.WithCancel(d.ctx)
+	defer stop()
+	n := from
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(time.Second / drillLiveRate)
+		defer tick.Stop()
+		for ; ; n++ {
+			select {
+			case <-pctx.Done():
+				return
+			case <-tick.C:
+			}
+			num := n
+			cl.Produce(pctx, orderRecord(num), func(_ *kgo.Record, err error) {
+				if err == nil {
+					mu.Lock()
+					acked[num] = true
+					mu.Unlock()
+				}
+			})
+		}
+	}()
+	select {
+	case <-d.ctx.Done():
+		return nil, 0, time.Time{}, d.ctx.Err()
+	case <-time.After(drillLive):
+	}
+	if rows, err := d.dstAdm.describe(d.ctx, Mirror); err == nil {
+		for _, r := range rows {
+			if r.Topic == Topic && r.Lag > 0 {
+				d.rep.LagBefore += r.Lag
+			}
+		}
+	}
+	d.srcAdm.close()
+	d.srcAdm = nil
+	d.src.kill()
+	killed := time.Now()
+	d.src = nil
+	time.Sleep(100 * time.Millisecond) // the producer keeps writing into the outage
+	stop()
+	wg.Wait()
+	cl.Close() // fails what is still buffered: never acknowledged
+	mu.Lock()
+	defer mu.Unlock()
+	return acked, n, killed, nil
 }
 
 // covers reports whether c holds every order number from..to.

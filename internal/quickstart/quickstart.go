@@ -140,12 +140,9 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	defer dst.stop()
-	var header strings.Builder // the opening lines, kept on screen by every redraw
-	say := func(format string, args ...any) {
-		fmt.Fprintf(out, format, args...)
-		fmt.Fprintf(&header, format, args...)
-	}
+	say := func(format string, args ...any) { fmt.Fprintf(out, format, args...) }
 	say("Source cluster on %s, destination cluster on %s (data and logs in %s).\n", src.addr(), dst.addr(), data)
+	say("Status console: %s (destination), %s (source); Prometheus metrics at /metrics.\n", dst.consoleURL(), src.consoleURL())
 
 	srcAdm, err := newAdmin(src.addr())
 	if err != nil {
@@ -216,10 +213,10 @@ func Run(ctx context.Context, o Options) error {
 		refresh = time.Second
 	}
 	tty := isTerminal(out)
-	if !tty {
-		fmt.Fprintln(out)
-		writeNextSteps(out, src.addr(), dst.addr())
-	}
+	// The tour once, then the table below it (redrawn in place on a terminal).
+	fmt.Fprintln(out)
+	writeNextSteps(out, tourCommand(out), src.addr(), dst.addr())
+	drawn := 0 // terminal lines of the table drawn last
 	tick := time.NewTicker(refresh)
 	defer tick.Stop()
 	var lastSig string
@@ -229,12 +226,8 @@ func Run(ctx context.Context, o Options) error {
 		views, derr := describeBoth(dctx, dstAdm, srcAdm)
 		dcancel()
 		var tb strings.Builder
-		status := fmt.Sprintf("produced %d, consumed by %s %d", produced.Load(), Group, consumedN.Load())
 		pst := prodStatus.Load().(string)
-		if pst != "" {
-			status += "; " + pst
-		}
-		fmt.Fprintf(&tb, "%s  source %s, destination %s   %s\n\n", time.Now().Format("15:04:05"), src.addr(), dst.addr(), status)
+		tb.WriteString(statusLines(time.Now(), src.addr(), dst.addr(), produced.Load(), consumedN.Load(), pst))
 		if derr != nil && ctx.Err() == nil {
 			fmt.Fprintf(&tb, "describe mirrors: %v\n", derr)
 		} else {
@@ -242,12 +235,7 @@ func Run(ctx context.Context, o Options) error {
 		}
 		sig := signature(views) + "|" + pst
 		if tty {
-			fmt.Fprint(out, "\033[H\033[2J")
-			fmt.Fprint(out, header.String())
-			fmt.Fprintln(out)
-			fmt.Fprint(out, tb.String())
-			fmt.Fprintln(out)
-			writeNextSteps(out, src.addr(), dst.addr())
+			drawn = redraw(out, tb.String(), drawn)
 		} else if sig != lastSig || time.Since(lastPrint) >= 10*refresh {
 			fmt.Fprintln(out)
 			fmt.Fprint(out, tb.String())
@@ -284,6 +272,22 @@ func nextOrder(ctx context.Context, a *admin) (int, error) {
 	return n, nil
 }
 
+// tableWidth is the width the live table keeps to: an 80-column terminal.
+const tableWidth = 80
+
+// statusLines are the live table's first lines: the time and both clusters, then the
+// workload's counts and the producer's status (cut to tableWidth), then a blank line.
+func statusLines(now time.Time, src, dst string, produced, consumed int64, producerStatus string) string {
+	status := fmt.Sprintf("produced %d, consumed by %s %d", produced, Group, consumed)
+	if producerStatus != "" {
+		status += "; " + producerStatus
+	}
+	if r := []rune(status); len(r) > tableWidth {
+		status = string(r[:tableWidth-1]) + "…"
+	}
+	return fmt.Sprintf("%s  source %s, destination %s\n%s\n\n", now.Format("15:04:05"), src, dst, status)
+}
+
 // runProducer writes one record every 200 ms until ctx is done. While the source's
 // topic is read-only (a mirror topic: POLICY_VIOLATION or READ_ONLY_TOPIC) or a produce
 // fails otherwise, it retries the same record every 2 s and says so in status ("" while
@@ -314,7 +318,7 @@ func runProducer(ctx context.Context, addr string, next int, produced *atomic.In
 			status.Store("")
 			wait = 200 * time.Millisecond
 		case errors.Is(err, kerr.PolicyViolation) || strings.Contains(err.Error(), "READ_ONLY_TOPIC"):
-			status.Store(fmt.Sprintf("producer PAUSED: %s on the source is read-only (a mirror topic); retrying every 2 s", Topic))
+			status.Store(fmt.Sprintf("producer PAUSED (%s read-only here)", Topic))
 			wait = 2 * time.Second
 		default:
 			status.Store(fmt.Sprintf("producer retrying every 2 s: %v", err))
@@ -336,15 +340,4 @@ func runConsumer(ctx context.Context, addr string, n *atomic.Int64) {
 		fs := cl.PollFetches(ctx)
 		n.Add(int64(fs.NumRecords()))
 	}
-}
-
-// isTerminal reports whether w is a character device (the live table then redraws in
-// place).
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }

@@ -267,9 +267,48 @@ func TestTableUsesCLIColumnNames(t *testing.T) {
 		t.Errorf("table header %q", header)
 	}
 	b.Reset()
-	writeNextSteps(&b, "localhost:9091", "localhost:9094")
+	writeNextSteps(&b, "bin/kmirror", "localhost:9091", "localhost:9094")
 	tour := b.String()
 	if strings.Contains(tour, "SOURCE OFFSET") || strings.Contains(tour, "DESTINATION OFFSET") || !strings.Contains(tour, "ABORT") {
 		t.Errorf("tour:\n%s", tour)
+	}
+}
+
+// TestLiveTableFits80x24: after a failback both mirrors hold orders; the live table (the
+// status lines and both mirrors' six partitions) fits an 80×24 terminal without a
+// wrapped line, and a redraw moves up over exactly the table drawn before.
+func TestLiveTableFits80x24(t *testing.T) {
+	var views []mirrorView
+	for _, m := range []struct{ on, addr, name, src, state string }{
+		{"destination", "localhost:9094", Mirror, "localhost:9091", "STOPPED"},
+		{"source", "localhost:9091", MirrorBack, "localhost:9094", "MIRRORING"},
+	} {
+		v := mirrorView{On: m.on, Addr: m.addr, mirrorInfo: mirrorInfo{Name: m.name, Source: m.src}}
+		for p := int32(0); p < Partitions; p++ {
+			v.Rows = append(v.Rows, PartitionRow{Mirror: m.name, Topic: Topic, Partition: p, SourceOffset: 1234567, DestinationOffset: 1234567, State: m.state})
+		}
+		views = append(views, v)
+	}
+	var tb bytes.Buffer
+	tb.WriteString(statusLines(time.Now(), "localhost:9091", "localhost:9094", 1234567, 1234567, "producer retrying every 2 s: unable to dial: dial tcp 127.0.0.1:9091: connect: connection refused"))
+	writeViews(&tb, views, "localhost:9091", "localhost:9094")
+	table := tb.String()
+	for _, line := range strings.Split(strings.TrimSuffix(table, "\n"), "\n") {
+		if n := len([]rune(line)); n > 80 {
+			t.Errorf("line of %d columns: %q", n, line)
+		}
+	}
+	if n := screenLines(table, 80); n >= 24 {
+		t.Errorf("the table takes %d lines of a 24-line terminal:\n%s", n, table)
+	}
+	var out bytes.Buffer
+	drawn := redraw(&out, table, 0)
+	if out.String() != table {
+		t.Errorf("first draw: %q", out.String())
+	}
+	out.Reset()
+	redraw(&out, table, drawn)
+	if want := "\r\033[" + itoa(drawn) + "A\033[J" + table; out.String() != want {
+		t.Errorf("redraw starts %q, want to move up %d lines", out.String()[:12], drawn)
 	}
 }

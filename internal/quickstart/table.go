@@ -58,14 +58,13 @@ func writeViews(w io.Writer, views []mirrorView, src, dst string) {
 		if i > 0 {
 			fmt.Fprintln(w)
 		}
-		fmt.Fprintf(w, "Mirror %s on the %s (%s), copying from %s", v.Name, v.On, v.Addr, v.Source)
+		fmt.Fprintf(w, "Mirror %s on the %s (%s) from %s\n", v.Name, v.On, v.Addr, v.Source)
 		switch {
 		case allIn(v.Rows, "STOPPED"):
-			fmt.Fprintf(w, " — STOPPED: %s is writable on the %s; offsets are as of the stop", Topic, v.On)
+			fmt.Fprintf(w, "  STOPPED: %s is writable on the %s; offsets as of the stop\n", Topic, v.On)
 		case anyIn(v.Rows, "MIRRORING", "LOG_ALIGNMENT", "EPOCH_FENCING", "ULE_RECOVERY"):
-			fmt.Fprintf(w, " — ACTIVE: %s is read-only on the %s", Topic, v.On)
+			fmt.Fprintf(w, "  ACTIVE: %s is read-only on the %s\n", Topic, v.On)
 		}
-		fmt.Fprintln(w, ":")
 		writeTable(w, v.Rows)
 	}
 }
@@ -93,32 +92,33 @@ func dash(v int64) string {
 
 // writeNextSteps prints the command lines to try next against the running clusters:
 // the tour of README.md, same steps and same example key.
-func writeNextSteps(w io.Writer, src, dst string) {
+// km is how the tour runs kmirror (tourCommand).
+func writeNextSteps(w io.Writer, km, src, dst string) {
 	fmt.Fprintf(w, `Try next (in another terminal; Ctrl-C here stops both clusters) — the tour of README.md:
 
   1. Describe the mirror:
-    kmirror mirrors --bootstrap-server %[2]s --describe --mirror %[3]s
+    %[7]s mirrors --bootstrap-server %[2]s --describe --mirror %[3]s
   2. Read the mirrored topic on the destination:
     kcat -b %[2]s -C -t %[4]s -e -f '%%p %%o %%k %%s\n'
   3. Mirror topics are read-only (this fails with "Policy violation"):
     kcat -b %[2]s -P -t %[4]s -K: <<< 'order-x:{"order":0}'
   4. Consumer group offsets on the source, synced to the destination:
-    kmirror groups --bootstrap-server %[1]s describe %[6]s
-    kmirror groups --bootstrap-server %[2]s describe %[6]s
+    %[7]s groups --bootstrap-server %[1]s describe %[6]s
+    %[7]s groups --bootstrap-server %[2]s describe %[6]s
   5. Fail over (the destination's %[4]s becomes writable; LAG 0 and DESTINATION-OFFSET
      = SOURCE-OFFSET + 1, + 1 more per transaction left open in the partition: the
      failover appends one MIRROR_PID_RESET control record and one ABORT per open one):
-    kmirror mirrors --bootstrap-server %[2]s --stop --topics %[4]s --mirror %[3]s
+    %[7]s mirrors --bootstrap-server %[2]s --stop --topics %[4]s --mirror %[3]s
     kcat -b %[2]s -P -t %[4]s -K: <<< 'order-x:{"order":0}'
   6. Fail back (the source truncates its divergent tail, then follows the destination;
      its %[4]s is read-only and the demo producer pauses):
     printf 'bootstrap.servers=%[2]s\n' > back.properties
-    kmirror mirrors --bootstrap-server %[1]s --create --mirror %[5]s --mirror-config back.properties
-    kmirror mirrors --bootstrap-server %[1]s --start --topics %[4]s --mirror %[5]s
-    kmirror mirrors --bootstrap-server %[1]s --describe --mirror %[5]s    # wait for LAG 0
+    %[7]s mirrors --bootstrap-server %[1]s --create --mirror %[5]s --mirror-config back.properties
+    %[7]s mirrors --bootstrap-server %[1]s --start --topics %[4]s --mirror %[5]s
+    %[7]s mirrors --bootstrap-server %[1]s --describe --mirror %[5]s    # wait for LAG 0
   7. Optional: make the source primary again (planned switchover, docs/operations.md §4):
      first stop writes to the destination, wait for LAG 0 on %[5]s, then
-    kmirror mirrors --bootstrap-server %[1]s --stop --topics %[4]s --mirror %[5]s
+    %[7]s mirrors --bootstrap-server %[1]s --stop --topics %[4]s --mirror %[5]s
      Run on its own right after step 6 this leaves %[4]s writable on both clusters.
-`, src, dst, Mirror, Topic, MirrorBack, Group)
+`, src, dst, Mirror, Topic, MirrorBack, Group, km)
 }

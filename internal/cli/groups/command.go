@@ -17,23 +17,20 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/internal/cli/clientconf"
 )
 
-// Client timeouts: an unreachable bootstrap server fails within about dial + retry
-// timeout; each command gets commandTimeout in total.
-const (
-	dialTimeout    = 5 * time.Second
-	retryTimeout   = 10 * time.Second
-	commandTimeout = 2 * time.Minute
-)
+// commandTimeout bounds each command.
+const commandTimeout = 2 * time.Minute
 
 type options struct {
-	bootstrap string
+	client clientconf.Flags
 }
 
 // NewCommand returns `kmirror groups` with its subcommands list, describe,
-// reset-offsets and delete. --bootstrap-server is required. Errors (bad flags, broker
+// reset-offsets and delete. --bootstrap-server defaults to localhost:9092;
+// --command-config takes Kafka client properties (security). Errors (bad flags, broker
 // errors) are returned for the caller to print on one line and exit non-zero; usage is
 // not printed on error.
 func NewCommand() *cobra.Command {
@@ -48,29 +45,14 @@ func NewCommand() *cobra.Command {
 			return errors.New("missing subcommand: one of list, describe, reset-offsets, delete")
 		},
 	}
-	cmd.PersistentFlags().StringVar(&o.bootstrap, "bootstrap-server", "", "comma-separated host:port list of the cluster's brokers (required)")
-	_ = cmd.MarkPersistentFlagRequired("bootstrap-server")
+	o.client.Register(cmd.PersistentFlags())
 	cmd.AddCommand(listCommand(o), describeCommand(o), resetCommand(o), deleteCommand(o))
 	return cmd
 }
 
 // admin connects to --bootstrap-server.
 func (o *options) admin() (*kadm.Client, func(), error) {
-	var seeds []string
-	for _, s := range strings.Split(o.bootstrap, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			seeds = append(seeds, s)
-		}
-	}
-	if len(seeds) == 0 {
-		return nil, nil, errors.New("--bootstrap-server is empty")
-	}
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(seeds...),
-		kgo.DialTimeout(dialTimeout),
-		kgo.RetryTimeout(retryTimeout),
-		kgo.ClientID("kmirror-groups"),
-	)
+	cl, err := o.client.Client("kmirror-groups")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -262,6 +244,7 @@ func describe(ctx context.Context, adm *kadm.Client, w io.Writer, group string) 
 	})
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "GROUP\tTOPIC\tPARTITION\tCURRENT-OFFSET\tLOG-END-OFFSET\tLAG\tCONSUMER-ID\tHOST\tCLIENT-ID")
+	var beyond []string
 	for _, r := range sorted {
 		cur, leo, lag := "-", "-", "-"
 		if r.current >= 0 {
@@ -271,11 +254,21 @@ func describe(ctx context.Context, adm *kadm.Client, w io.Writer, group string) 
 			leo = strconv.FormatInt(r.leo, 10)
 		}
 		if r.current >= 0 && r.leo >= 0 {
-			lag = strconv.FormatInt(max(r.leo-r.current, 0), 10)
+			// Kafka's ConsumerGroupCommand prints a negative lag here; it is flagged too.
+			lag = strconv.FormatInt(r.leo-r.current, 10)
+			if r.current > r.leo {
+				beyond = append(beyond, r.topic+"-"+strconv.Itoa(int(r.partition)))
+			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", group, r.topic, r.partition, cur, leo, lag, r.consumer, r.host, r.client)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(beyond) > 0 {
+		fmt.Fprintf(w, "\nWarning: the committed offset is beyond the log end offset (negative LAG) on %s: the log was truncated or the topic recreated, and a consumer would reset by auto.offset.reset; set the offsets with `kmirror groups reset-offsets`.\n", strings.Join(beyond, ", "))
+	}
+	return nil
 }
 
 func dash(s string) string {

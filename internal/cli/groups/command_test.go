@@ -3,6 +3,7 @@ package groupscli
 import (
 	"bytes"
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -132,9 +133,32 @@ func TestResetRefusedForActiveGroup(t *testing.T) {
 	}
 }
 
+// TestDescribeFlagsOffsetBeyondLogEnd: a committed offset past the log end offset (a
+// truncated or recreated topic) shows as a negative LAG, as in Kafka's
+// ConsumerGroupCommand, and is named in a warning instead of passing for LAG 0.
+func TestDescribeFlagsOffsetBeyondLogEnd(t *testing.T) {
+	addr, adm := cluster(t)
+	offs := kadm.Offsets{}
+	offs.Add(kadm.Offset{Topic: "t", Partition: 0, At: 5, LeaderEpoch: -1})
+	offs.Add(kadm.Offset{Topic: "t", Partition: 1, At: 50, LeaderEpoch: -1})
+	if _, err := adm.CommitOffsets(context.Background(), "ahead", offs); err != nil {
+		t.Fatal(err)
+	}
+	out, err := run(t, "describe", "ahead", "--bootstrap-server", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"ahead  t      0          5               5               0    -", "ahead  t      1          50              5               -45  -",
+		"Warning: the committed offset is beyond the log end offset (negative LAG) on t-1:"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("describe output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
 func TestBadFlags(t *testing.T) {
 	for _, args := range [][]string{
-		{"list"},
+		{"list", "--command-config", filepath.Join(t.TempDir(), "absent.properties")},
 		{"reset-offsets", "g", "--topic", "t", "--bootstrap-server", "x:1"},
 		{"reset-offsets", "g", "--topic", "t", "--to-earliest", "--to-latest", "--bootstrap-server", "x:1"},
 		{"reset-offsets", "g", "--topic", "t", "--to-datetime", "yesterday", "--bootstrap-server", "x:1"},

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/cli/clientconf"
 	"github.com/kmirror/kmirror/internal/mirrorproto"
 )
 
@@ -54,11 +55,11 @@ func connClosed(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
-func (r *runner) run(ctx context.Context, action string, mirrorProps []Property) error {
+func (r *runner) run(ctx context.Context, action string, mirrorProps []clientconf.Property) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if r.o.dryRun {
+	if r.o.dryRun && action != "promote" && action != "stop" {
 		return r.dryRun(action, mirrorProps)
 	}
 	r.action = action
@@ -86,6 +87,8 @@ func (r *runner) run(ctx context.Context, action string, mirrorProps []Property)
 		return r.start(ctx)
 	case "stop":
 		return r.stop(ctx)
+	case "promote":
+		return r.promote(ctx)
 	case "pause", "resume":
 		return r.pauseResume(ctx, action)
 	case "recover":
@@ -149,7 +152,7 @@ func (r *runner) closedDuringRequest(req kmsg.Request) error {
 	return fmt.Errorf("%s: the --%s may or may not have been applied; check with --describe", msg, r.action)
 }
 
-func (r *runner) dryRun(action string, mirrorProps []Property) error {
+func (r *runner) dryRun(action string, mirrorProps []clientconf.Property) error {
 	o := r.o
 	names, patterns := splitTopics(o.topics)
 	w := r.out
@@ -202,7 +205,7 @@ func orAll(mirror string) string {
 	return mirror
 }
 
-func (r *runner) create(ctx context.Context, props []Property) error {
+func (r *runner) create(ctx context.Context, props []clientconf.Property) error {
 	req := &mirrorproto.CreateClusterMirrorRequest{MirrorName: r.o.mirror}
 	for _, p := range props {
 		req.Config = append(req.Config, mirrorproto.CreateClusterMirrorRequestConfig{Name: p.Key, Value: p.Value})
@@ -320,6 +323,9 @@ func (r *runner) start(ctx context.Context) error {
 }
 
 func (r *runner) stop(ctx context.Context) error {
+	if r.o.dryRun {
+		return r.stopDryRun(ctx)
+	}
 	names, patterns := splitTopics(r.o.topics)
 	req := mirrorproto.NewStopMirrorTopicsRequest()
 	req.MirrorName = r.o.mirror

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/cli/clientconf"
 	"github.com/kmirror/kmirror/internal/config"
 	"github.com/kmirror/kmirror/internal/mirrorproto"
 )
@@ -90,7 +91,7 @@ func (r *runner) mirrorConfigs(ctx context.Context) ([]ConfigEntry, error) {
 
 // checkAlterKeys refuses a key given twice (an alias and its canonical name,
 // or both set and deleted).
-func checkAlterKeys(props []Property, deletes []string) error {
+func checkAlterKeys(props []clientconf.Property, deletes []string) error {
 	seen := map[string]string{}
 	for _, p := range props {
 		n := canonicalKey(p.Key)
@@ -131,7 +132,7 @@ func wasText(e *ConfigEntry) string {
 // SET for every --mirror-config key, DELETE for every --delete-config key, in
 // one request (all or nothing). It prints one line per key, never a secret's
 // value. Errors: UNKNOWN_CLUSTER_MIRROR, INVALID_CONFIG (the server's reason).
-func (r *runner) alter(ctx context.Context, props []Property) error {
+func (r *runner) alter(ctx context.Context, props []clientconf.Property) error {
 	mirror := r.o.mirror
 	before, err := r.mirrorConfigs(ctx) // also checks that the mirror exists
 	if err != nil {

@@ -10,11 +10,23 @@ import (
 	"regexp"
 	"regexp/syntax"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kmirror/kmirror/internal/cli/clientconf"
 	"github.com/kmirror/kmirror/internal/config"
+	"github.com/kmirror/kmirror/internal/mirrorproto"
+)
+
+// Client timeouts. An unreachable bootstrap server fails within about
+// dialTimeout + retryTimeout; a slow broker gets actionTimeout per request.
+const (
+	dialTimeout   = 5 * time.Second
+	retryTimeout  = 5 * time.Second
+	actionTimeout = 2 * time.Minute
 )
 
 // ExitError is what the command returns after it has printed its one-line
@@ -32,7 +44,7 @@ func (e *ExitError) Error() string { return e.Err.Error() }
 func (e *ExitError) Unwrap() error { return e.Err }
 
 // actions in the order the usage lists them.
-var actions = []string{"create", "alter", "delete", "list", "describe", "start", "stop", "pause", "resume", "recover"}
+var actions = []string{"create", "alter", "delete", "list", "describe", "start", "stop", "promote", "pause", "resume", "recover"}
 
 // flagAliases maps the first draft's spellings to the canonical flags
 // (spec section 12).
@@ -49,6 +61,7 @@ type options struct {
 	mirror        string
 	mirrorConfig  string
 	topics        []string
+	topicsGiven   bool // --topics was on the command line (perhaps empty)
 	exclude       []string
 	deleteConfig  []string
 	configs       bool
@@ -85,6 +98,7 @@ Exactly one action is required:
   --describe  --mirror NAME --configs [--json]              (configs, secrets masked)
   --start     --mirror NAME --topics CSV [--exclude CSV]   (alias --add)
   --stop      --mirror NAME --topics CSV                   (alias --remove)
+  --promote   --mirror NAME --topics CSV [--dry-run]       (planned switchover: LAG 0 and syncs current, or refused)
   --pause     --mirror NAME --topics CSV
   --resume    --mirror NAME --topics CSV
   --recover   --mirror NAME --topics CSV
@@ -119,6 +133,7 @@ Exactly one action is required:
 	f.BoolVar(o.action["describe"], "describe", false, "describe mirror partitions")
 	f.BoolVar(o.action["start"], "start", false, "start mirroring topics (alias --add)")
 	f.BoolVar(o.action["stop"], "stop", false, "stop mirroring topics: failover, the topics become writable (alias --remove)")
+	f.BoolVar(o.action["promote"], "promote", false, "planned switchover: refuse unless LAG 0 and the config and group-offset syncs are current, run a final sync, then stop the topics")
 	f.BoolVar(o.action["pause"], "pause", false, "pause mirroring topics")
 	f.BoolVar(o.action["resume"], "resume", false, "resume paused mirror topics")
 	f.BoolVar(o.action["recover"], "recover", false, "send FAILED partitions back to LOG_ALIGNMENT")
@@ -130,7 +145,7 @@ Exactly one action is required:
 	f.StringSliceVar(&o.exclude, "exclude", nil, "CSV of topic names or regexes to exclude (--start only)")
 	f.BoolVar(&o.json, "json", false, "print --list/--describe as a JSON array")
 	f.BoolVar(&o.failed, "failed", false, "with --describe: only FAILED partitions, with retry and error")
-	f.BoolVar(&o.dryRun, "dry-run", false, "validate and print what would be sent, send nothing")
+	f.BoolVar(&o.dryRun, "dry-run", false, "validate and print what would be sent, send nothing (--promote: describe and say what it would do, change nothing)")
 	f.SetNormalizeFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
 		if canon, ok := flagAliases[name]; ok {
 			return pflag.NormalizedName(canon)
@@ -166,7 +181,7 @@ func (o *options) validate() (string, error) {
 	}
 	switch {
 	case len(chosen) == 0:
-		return "", usagef("exactly one action is required: --create, --alter, --delete, --list, --describe, --start, --stop, --pause, --resume or --recover")
+		return "", usagef("exactly one action is required: --create, --alter, --delete, --list, --describe, --start, --stop, --promote, --pause, --resume or --recover")
 	case len(chosen) > 1:
 		return "", usagef("only one action is allowed, got %s", strings.Join(chosen, " and "))
 	}
@@ -175,7 +190,7 @@ func (o *options) validate() (string, error) {
 		return "", usagef("--bootstrap-server is required")
 	}
 	needsMirror := action != "list" && action != "describe"
-	needsTopics := action == "start" || action == "stop" || action == "pause" || action == "resume" || action == "recover"
+	needsTopics := action == "start" || action == "stop" || action == "promote" || action == "pause" || action == "resume" || action == "recover"
 	if needsMirror && o.mirror == "" {
 		return "", usagef("--%s requires --mirror", action)
 	}
@@ -202,6 +217,10 @@ func (o *options) validate() (string, error) {
 	}
 	if o.configs && o.failed {
 		return "", usagef("--configs is not valid with --failed")
+	}
+	if needsTopics && o.topicsGiven && len(nonEmpty(o.topics)) == 0 {
+		// a wrong value, not a missing flag: no usage
+		return "", errors.New("--topics was given an empty value: give topic names or regexes as a CSV, e.g. --topics orders or --topics '.*'")
 	}
 	if needsTopics && len(nonEmpty(o.topics)) == 0 {
 		return "", usagef("--%s requires --topics", action)
@@ -244,7 +263,7 @@ func regexErr(err error) string {
 // unknownMirrorConfigs returns the keys, as written, that are not cluster mirror configs
 // (config.Mirror, with the first draft's "mirror." aliases); unlike the broker's log, an
 // ssl.* or sasl.* key kmirror does not read is named too, as a misspelling.
-func unknownMirrorConfigs(props []Property) []string {
+func unknownMirrorConfigs(props []clientconf.Property) []string {
 	var out []string
 	for _, p := range props {
 		if _, known := config.MirrorName(p.Key); !known {
@@ -278,19 +297,20 @@ func splitTopics(v []string) (names, patterns []string) {
 }
 
 func (o *options) run(cmd *cobra.Command) error {
+	o.topicsGiven = cmd.Flags().Changed("topics")
 	action, err := o.validate()
 	if err != nil {
 		return err
 	}
-	var props []Property
+	var props []clientconf.Property
 	if o.commandConfig != "" {
-		if props, err = ReadProperties(o.commandConfig); err != nil {
+		if props, err = clientconf.ReadProperties(o.commandConfig); err != nil {
 			return fmt.Errorf("--command-config: %v", err)
 		}
 	}
-	var mirrorProps []Property
+	var mirrorProps []clientconf.Property
 	if o.mirrorConfig != "" {
-		if mirrorProps, err = ReadProperties(o.mirrorConfig); err != nil {
+		if mirrorProps, err = clientconf.ReadProperties(o.mirrorConfig); err != nil {
 			return fmt.Errorf("--mirror-config: %v", err)
 		}
 		if len(mirrorProps) == 0 && action == "create" {
@@ -310,10 +330,17 @@ func (o *options) run(cmd *cobra.Command) error {
 			return err
 		}
 	}
-	kopts, err := clientOptions(o.bootstrap, props)
+	kopts, err := clientconf.Options(o.bootstrap, props)
 	if err != nil {
 		return fmt.Errorf("--command-config: %v", err)
 	}
+	kopts = append(kopts,
+		kgo.MaxVersions(mirrorproto.ClientVersions()),
+		kgo.DialTimeout(dialTimeout),
+		kgo.RequestRetries(1),
+		kgo.RetryTimeout(retryTimeout),
+		kgo.RequestTimeoutOverhead(actionTimeout),
+		kgo.ClientID("kmirror-mirrors"))
 	r := &runner{o: o, out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr(), kopts: kopts}
 	return r.run(cmd.Context(), action, mirrorProps)
 }

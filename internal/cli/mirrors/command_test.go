@@ -3,7 +3,6 @@ package mirrorscli
 import (
 	"bytes"
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -31,10 +30,12 @@ func TestValidationErrors(t *testing.T) {
 	}{
 		{"two actions", []string{"--bootstrap-server", "x:1", "--list", "--describe"}, "Error: only one action is allowed, got --list and --describe"},
 		{"alias and action", []string{"--bootstrap-server", "x:1", "--add", "--remove", "--mirror", "m", "--topic", "a"}, "Error: only one action is allowed, got --start and --stop"},
-		{"no action", []string{"--bootstrap-server", "x:1"}, "Error: exactly one action is required: --create, --alter, --delete, --list, --describe, --start, --stop, --pause, --resume or --recover"},
+		{"no action", []string{"--bootstrap-server", "x:1"}, "Error: exactly one action is required: --create, --alter, --delete, --list, --describe, --start, --stop, --promote, --pause, --resume or --recover"},
 		{"missing bootstrap", []string{"--list"}, "Error: --bootstrap-server is required"},
 		{"missing mirror", []string{"--bootstrap-server", "x:1", "--start", "--topics", "a"}, "Error: --start requires --mirror"},
 		{"missing topics", []string{"--bootstrap-server", "x:1", "--pause", "--mirror", "m"}, "Error: --pause requires --topics"},
+		{"empty topics", []string{"--bootstrap-server", "x:1", "--stop", "--mirror", "m", "--topics", ""}, "Error: --topics was given an empty value: give topic names or regexes as a CSV, e.g. --topics orders or --topics '.*'"},
+		{"blank topics", []string{"--bootstrap-server", "x:1", "--stop", "--mirror", "m", "--topics", " , "}, "Error: --topics was given an empty value: give topic names or regexes as a CSV, e.g. --topics orders or --topics '.*'"},
 		{"invalid regex", []string{"--bootstrap-server", "x:1", "--start", "--mirror", "m", "--topics", "a,b[", "--dry-run"}, "Error: invalid regex \"b[\": missing closing ]"},
 		{"invalid exclude regex", []string{"--bootstrap-server", "x:1", "--start", "--mirror", "m", "--topics", ".*", "--exclude", "(x"}, "Error: invalid regex \"(x\": missing closing )"},
 		{"exclude with stop", []string{"--bootstrap-server", "x:1", "--stop", "--mirror", "m", "--topics", "a", "--exclude", "b"}, "Error: --exclude is only valid with --start"},
@@ -125,35 +126,5 @@ func TestUnreachableBootstrap(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(errOut), "\n")
 	if len(lines) != 1 || !strings.HasPrefix(lines[0], "Error: cannot reach 127.0.0.1:1: ") {
 		t.Errorf("stderr = %q", errOut)
-	}
-}
-
-func TestReadProperties(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "m.properties")
-	text := "# comment\n! other comment\n\nbootstrap.servers = src:9092\nsasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required \\\n    username=\"u\" password=\"p\\\\\\\"q\";\nmirror.topics.exclude: __.*\nkey\\=with\\:seps value \\u0041\nempty\nbootstrap.servers=src2:9092\n"
-	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	props, err := ReadProperties(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []Property{
-		{"bootstrap.servers", "src2:9092"},
-		{"sasl.jaas.config", `org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="p\"q";`},
-		{"mirror.topics.exclude", "__.*"},
-		{"key=with:seps", "value A"},
-		{"empty", ""},
-	}
-	if len(props) != len(want) {
-		t.Fatalf("got %q", props)
-	}
-	for i := range want {
-		if props[i] != want[i] {
-			t.Errorf("prop %d = %q, want %q", i, props[i], want[i])
-		}
-	}
-	if u, p := jaasOption(props[1].Value, "username"), jaasOption(props[1].Value, "password"); u != "u" || p != `p"q` {
-		t.Errorf("jaas user %q pass %q", u, p)
 	}
 }

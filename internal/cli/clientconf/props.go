@@ -1,4 +1,7 @@
-package mirrorscli
+// Package clientconf builds the franz-go client options of kmirror's client commands
+// (mirrors, groups, topics, produce, consume) from --bootstrap-server and a
+// --command-config file of Apache Kafka client properties, as Kafka's tools take them.
+package clientconf
 
 import (
 	"bufio"

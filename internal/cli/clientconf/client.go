@@ -1,4 +1,4 @@
-package mirrorscli
+package clientconf
 
 import (
 	"crypto/tls"
@@ -9,28 +9,40 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
-
-	"github.com/kmirror/kmirror/internal/mirrorproto"
 )
 
-// Client timeouts. An unreachable bootstrap server fails within about
-// dialTimeout + retryTimeout; a slow broker gets actionTimeout per request.
-const (
-	dialTimeout   = 5 * time.Second
-	retryTimeout  = 5 * time.Second
-	actionTimeout = 2 * time.Minute
-)
+// DefaultBootstrap is --bootstrap-server's default, as in Apache Kafka's tools' docs.
+const DefaultBootstrap = "localhost:9092"
 
-// clientOptions builds the kgo options for the destination cluster from
-// --bootstrap-server and the --command-config properties (security.protocol
+// Load reads the --command-config file (none when path is empty) and returns Options
+// of bootstrap and its properties; errors name the flag at fault.
+func Load(bootstrap, path string) ([]kgo.Opt, error) {
+	var props []Property
+	if path != "" {
+		var err error
+		if props, err = ReadProperties(path); err != nil {
+			return nil, fmt.Errorf("--command-config: %v", err)
+		}
+	}
+	opts, err := Options(bootstrap, props)
+	if err != nil && !strings.HasPrefix(err.Error(), "--bootstrap-server") {
+		return nil, fmt.Errorf("--command-config: %v", err)
+	}
+	return opts, err
+}
+
+// Options builds the kgo options of a client of the cluster at bootstrap (a
+// comma-separated host:port list) from the --command-config properties (security.protocol
 // PLAINTEXT, SASL_PLAINTEXT, SSL or SASL_SSL; sasl.mechanism PLAIN,
 // SCRAM-SHA-256 or SCRAM-SHA-512 with sasl.jaas.config or
 // sasl.username/sasl.password; ssl.truststore.location of a PEM file with
-// ssl.truststore.type=PEM). Other keys are ignored, as Kafka's tools do.
-func clientOptions(bootstrap string, props []Property) ([]kgo.Opt, error) {
+// ssl.truststore.type=PEM): the seed brokers, TLS and SASL. Other keys are ignored, as
+// Kafka's tools do; the caller adds its client ID, timeouts and versions.
+func Options(bootstrap string, props []Property) ([]kgo.Opt, error) {
 	var seeds []string
 	for _, s := range strings.Split(bootstrap, ",") {
 		if s = strings.TrimSpace(s); s != "" {
@@ -40,15 +52,7 @@ func clientOptions(bootstrap string, props []Property) ([]kgo.Opt, error) {
 	if len(seeds) == 0 {
 		return nil, fmt.Errorf("--bootstrap-server is empty")
 	}
-	opts := []kgo.Opt{
-		kgo.SeedBrokers(seeds...),
-		kgo.MaxVersions(mirrorproto.ClientVersions()),
-		kgo.DialTimeout(dialTimeout),
-		kgo.RequestRetries(1),
-		kgo.RetryTimeout(retryTimeout),
-		kgo.RequestTimeoutOverhead(actionTimeout),
-		kgo.ClientID("kmirror-mirrors"),
-	}
+	opts := []kgo.Opt{kgo.SeedBrokers(seeds...)}
 	cfg := map[string]string{}
 	for _, p := range props {
 		cfg[p.Key] = p.Value
@@ -123,4 +127,35 @@ func jaasOption(jaas, name string) string {
 		return strings.NewReplacer(`\"`, `"`, `\\`, `\`).Replace(m[1])
 	}
 	return m[2]
+}
+
+// Flags are --bootstrap-server and --command-config of a client command.
+type Flags struct {
+	Bootstrap     string
+	CommandConfig string
+}
+
+// Register adds the flags to fs: --bootstrap-server (default DefaultBootstrap) and
+// --command-config.
+func (f *Flags) Register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.Bootstrap, "bootstrap-server", DefaultBootstrap, "comma-separated host:port list of the cluster's brokers")
+	fs.StringVar(&f.CommandConfig, "command-config", "", "client properties file (security.protocol, sasl.*, ssl.truststore.*)")
+}
+
+// Client dial and retry timeouts of Flags.Client: an unreachable bootstrap server fails
+// within about their sum.
+const (
+	DialTimeout  = 5 * time.Second
+	RetryTimeout = 10 * time.Second
+)
+
+// Client returns a franz-go client of the cluster the flags name, with client ID id,
+// DialTimeout, RetryTimeout and extra options.
+func (f *Flags) Client(id string, extra ...kgo.Opt) (*kgo.Client, error) {
+	opts, err := Load(f.Bootstrap, f.CommandConfig)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, kgo.ClientID(id), kgo.DialTimeout(DialTimeout), kgo.RetryTimeout(RetryTimeout))
+	return kgo.NewClient(append(opts, extra...)...)
 }
