@@ -37,6 +37,17 @@ type Image struct {
 	// NextProducerID is the first producer ID not yet handed out in a block
 	// (ProducerIDsRecord); 0 before the first block.
 	NextProducerID int64
+	// ScramCredentials holds the SCRAM credentials: user name → mechanism code
+	// (UserScramCredentialRecord.Mechanism) → credential.
+	ScramCredentials map[string]map[int8]*ScramCredential
+}
+
+// ScramCredential is a stored SCRAM credential (Kafka's ScramCredentialData). Immutable.
+type ScramCredential struct {
+	Salt       []byte `json:"salt"`
+	StoredKey  []byte `json:"storedKey"`
+	ServerKey  []byte `json:"serverKey"`
+	Iterations int32  `json:"iterations"`
 }
 
 // NoLeader is the leader of a partition that has none (Kafka's LeaderConstants.NO_LEADER).
