@@ -21,6 +21,7 @@ import (
 func init() {
 	register(kmsg.DescribeUserSCRAMCredentials, 0, 0, (*Broker).handleDescribeUserScramCredentials)
 	register(kmsg.AlterUserSCRAMCredentials, 0, 0, (*Broker).handleAlterUserScramCredentials)
+	register(kmsg.DescribeClientQuotas, 0, 1, (*Broker).handleDescribeClientQuotas)
 }
 
 func (b *Broker) handleDescribeUserScramCredentials(_ context.Context, req *kmsg.DescribeUserSCRAMCredentialsRequest) kmsg.Response {
@@ -170,5 +171,14 @@ func (b *Broker) handleAlterUserScramCredentials(ctx context.Context, req *kmsg.
 		}
 		resp.Results = append(resp.Results, r)
 	}
+	return resp
+}
+
+// handleDescribeClientQuotas answers that no client quota is set: kmirror has no quotas,
+// and kafka-configs --describe --entity-type users asks for them next to the SCRAM
+// credentials (Kafka answers the same for a cluster without quotas).
+func (b *Broker) handleDescribeClientQuotas(_ context.Context, req *kmsg.DescribeClientQuotasRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.DescribeClientQuotasResponse)
+	resp.Entries = []kmsg.DescribeClientQuotasResponseEntry{} // empty, not null: the Java client reads its size
 	return resp
 }
