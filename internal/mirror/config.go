@@ -18,9 +18,9 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/kmirror/kmirror/internal/config"
-	"github.com/kmirror/kmirror/internal/security"
 	"github.com/kmirror/kmirror/internal/metadata"
 	"github.com/kmirror/kmirror/internal/mirrorproto"
+	"github.com/kmirror/kmirror/internal/security"
 )
 
 // BrokerConfig holds the broker-level mirror.* settings of spec section 11. Start from
