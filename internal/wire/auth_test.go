@@ -5,6 +5,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/binary"
 	"io"
+	"log/slog"
 	"net"
 	"sync"
 	"testing"
@@ -42,14 +43,15 @@ func (h *principalHandler) last() string {
 	return h.principals[len(h.principals)-1]
 }
 
-func serve(t *testing.T, sec *wire.Security) (*principalHandler, string) {
+func serve(t testing.TB, sec *wire.Security) (*principalHandler, string) {
 	t.Helper()
 	ranges := map[int16]wire.VersionRange{}
 	for _, k := range []int16{3, 17, 18, 36} {
 		ranges[k] = wire.VersionRange{Min: 0, Max: kmsg.RequestForKey(k).MaxVersion()}
 	}
 	h := &principalHandler{}
-	s := &wire.Server{Versions: wire.NewVersions(ranges), MaxRequestBytes: 1 << 20, NewRequest: kmsg.RequestForKey, Handler: h, Security: sec}
+	s := &wire.Server{Versions: wire.NewVersions(ranges), MaxRequestBytes: 1 << 20, NewRequest: kmsg.RequestForKey, Handler: h, Security: sec,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -127,7 +129,7 @@ func frame(key, version int16, corr int32, body []byte) []byte {
 	return append(binary.BigEndian.AppendUint32(nil, uint32(len(b))), b...)
 }
 
-func readFrame(t *testing.T, c net.Conn) []byte {
+func readFrame(t testing.TB, c net.Conn) []byte {
 	t.Helper()
 	var size [4]byte
 	if _, err := io.ReadFull(c, size[:]); err != nil {
