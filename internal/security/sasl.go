@@ -22,6 +22,8 @@ const (
 
 // ErrAuthentication is the cause of every failed SASL exchange; the message sent to the
 // client is the error's text, which never holds a password.
+//
+//lint:ignore ST1005 Kafka's text, which clients show
 var ErrAuthentication = errors.New("Authentication failed")
 
 // Exchange is the server side of one SASL authentication (Kafka's SaslServer).
@@ -50,17 +52,17 @@ func (e *plainExchange) Next(token []byte) ([]byte, bool, error) {
 	}
 	authz, user, pass := string(parts[0]), string(parts[1]), parts[2]
 	if user == "" {
-		return nil, false, fmt.Errorf("%w: Authentication failed: username not specified", ErrAuthentication)
+		return nil, false, fmt.Errorf("%w: username not specified", ErrAuthentication)
 	}
 	if len(pass) == 0 {
-		return nil, false, fmt.Errorf("%w: Authentication failed: password not specified", ErrAuthentication)
+		return nil, false, fmt.Errorf("%w: password not specified", ErrAuthentication)
 	}
 	want, ok := e.users[user]
 	if !ok || subtle.ConstantTimeCompare([]byte(want), pass) != 1 {
 		return nil, false, fmt.Errorf("%w: Invalid username or password", ErrAuthentication)
 	}
 	if authz != "" && authz != user {
-		return nil, false, fmt.Errorf("%w: Authentication failed: Client requested an authorization id that is different from username", ErrAuthentication)
+		return nil, false, fmt.Errorf("%w: Client requested an authorization id that is different from username", ErrAuthentication)
 	}
 	e.user = user
 	return nil, true, nil
@@ -79,6 +81,7 @@ type ScramLookup func(mechanism, user string) (ScramCredential, bool)
 // xdg-go/scram requires the exact nonce.
 type scramExchange struct {
 	hash      scram.HashGeneratorFcn
+	mechanism string
 	conv      *scram.ServerConversation
 	cred      ScramCredential
 	step      int
@@ -95,7 +98,7 @@ func NewScramExchange(mechanism string, lookup ScramLookup) (Exchange, bool) {
 	if !ok {
 		return nil, false
 	}
-	e := &scramExchange{hash: h}
+	e := &scramExchange{hash: h, mechanism: strings.ToUpper(mechanism)}
 	srv, err := h.NewServer(func(user string) (scram.StoredCredentials, error) {
 		c, ok := lookup(mechanism, user)
 		if !ok {
@@ -115,7 +118,7 @@ func NewScramExchange(mechanism string, lookup ScramLookup) (Exchange, bool) {
 }
 
 func (e *scramExchange) fail() error {
-	return fmt.Errorf("%w during authentication due to invalid credentials with SASL mechanism SCRAM", ErrAuthentication)
+	return fmt.Errorf("%w during authentication due to invalid credentials with SASL mechanism %s", ErrAuthentication, e.mechanism)
 }
 
 func (e *scramExchange) Next(token []byte) ([]byte, bool, error) {
