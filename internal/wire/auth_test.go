@@ -222,3 +222,72 @@ func TestSASLBadInput(t *testing.T) {
 		t.Fatalf("a good client after the bad input: %v", err)
 	}
 }
+
+// TestSASLReauthentication (KIP-368): a SaslAuthenticate v1 response carries
+// connections.max.reauth.ms as the session lifetime; the client re-authenticates on the
+// same connection as the same user; re-authenticating as another user closes the
+// connection, and so does a request after the session expired.
+func TestSASLReauthentication(t *testing.T) {
+	users := map[string]string{"alice": "alice-secret", "bob": "bob-secret"}
+	newServer := func(lifetime time.Duration) string {
+		_, addr := serve(t, &wire.Security{
+			Mechanisms:  []string{"PLAIN"},
+			NewExchange: func(string) wire.SASLExchange { return security.NewPlainExchange(users) },
+			MaxReauth:   lifetime,
+		})
+		return addr
+	}
+	login := func(c net.Conn, user string) *kmsg.SASLAuthenticateResponse {
+		t.Helper()
+		r := kmsg.NewPtrSASLHandshakeRequest()
+		r.Mechanism = "PLAIN"
+		c.Write(frame(17, 1, 1, body(r, 1)))
+		readFrame(t, c)
+		a := kmsg.NewPtrSASLAuthenticateRequest()
+		a.SASLAuthBytes = []byte("\x00" + user + "\x00" + users[user])
+		c.Write(frame(36, 1, 2, body(a, 1)))
+		resp := kmsg.NewPtrSASLAuthenticateResponse()
+		resp.SetVersion(1)
+		if err := resp.ReadFrom(readFrame(t, c)[4:]); err != nil || resp.ErrorCode != 0 {
+			t.Fatalf("authenticating %s: %v %+v", user, err, resp)
+		}
+		return resp
+	}
+	metadataOK := func(c net.Conn) {
+		t.Helper()
+		c.Write(frame(3, 4, 3, body(kmsg.NewPtrMetadataRequest(), 4)))
+		readFrame(t, c)
+	}
+
+	addr := newServer(time.Hour)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if resp := login(c, "alice"); resp.SessionLifetimeMillis != time.Hour.Milliseconds() {
+		t.Fatalf("session lifetime %d ms, want %d", resp.SessionLifetimeMillis, time.Hour.Milliseconds())
+	}
+	metadataOK(c)
+	login(c, "alice") // re-authentication on the live connection
+	metadataOK(c)
+	r := kmsg.NewPtrSASLHandshakeRequest()
+	r.Mechanism = "PLAIN"
+	c.Write(frame(17, 1, 4, body(r, 1)))
+	readFrame(t, c)
+	a := kmsg.NewPtrSASLAuthenticateRequest()
+	a.SASLAuthBytes = []byte("\x00bob\x00bob-secret")
+	c.Write(frame(36, 1, 5, body(a, 1)))
+	readFrame(t, c) // the failure response
+	closed(t, c, "re-authentication as another principal")
+
+	short, err := net.Dial("tcp", newServer(time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer short.Close()
+	login(short, "alice")
+	time.Sleep(20 * time.Millisecond) // well past the 1 ms session
+	short.Write(frame(3, 4, 3, body(kmsg.NewPtrMetadataRequest(), 4)))
+	closed(t, short, "a request after the session expired")
+}

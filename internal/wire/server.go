@@ -274,6 +274,11 @@ func (c *conn) run() {
 			putBuf(f.buf)
 		}
 		if err != nil {
+			if out.buf != nil { // a last answer before closing (a failed re-authentication)
+				if c.write(w, out) == nil {
+					w.Flush()
+				}
+			}
 			s.Logger.Info("closing connection", "remote", c.nc.RemoteAddr(), "reason", err)
 			return
 		}
@@ -296,8 +301,9 @@ func (c *conn) run() {
 }
 
 // serve decodes one frame, calls the handler and returns the response to write (a nil
-// buf for none). An error closes the connection, as Kafka does for undecodable
-// requests, unknown keys and unsupported versions (ApiVersions excepted).
+// buf for none). An error closes the connection (after writing the response when there
+// is one), as Kafka does for undecodable requests, unknown keys, unsupported versions
+// (ApiVersions excepted) and failed re-authentications.
 func (c *conn) serve(ctx context.Context, buf []byte) (reply, error) {
 	s := c.s
 	h, rest, err := parseHeader(buf)
