@@ -133,6 +133,7 @@ func TestSASLPlaintextPlain(t *testing.T) {
 // TestSSLClientCertificate: with ssl.client.auth=required and a PKCS12 keystore, a client
 // with a certificate from the truststore's CA produces and consumes; one without a
 // certificate, one with a certificate of another CA, and a plaintext client are refused.
+// DescribeConfigs returns the keystore password as null and sensitive.
 func TestSSLClientCertificate(t *testing.T) {
 	ca := securitytest.NewCA(t, "ca")
 	server := ca.Server(t)
@@ -150,6 +151,31 @@ func TestSSLClientCertificate(t *testing.T) {
 	cfg := ca.ClientTLS(other.Client(t, pkix.Name{CommonName: "mallory"}))
 	refused(t, b, "a certificate of an untrusted CA", kgo.DialTLSConfig(cfg))
 	refused(t, b, "a plaintext client")
+
+	rc, err := kadm.NewClient(b.Client(kgo.DialTLSConfig(ca.ClientTLS(alice)))).DescribeBrokerConfigs(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, r := range rc {
+		for _, c := range r.Configs {
+			if c.Key != "ssl.keystore.password" {
+				continue
+			}
+			found = true
+			if c.Value != nil || !c.Sensitive {
+				t.Fatalf("ssl.keystore.password described as %v (sensitive %v), want null and sensitive", c.Value, c.Sensitive)
+			}
+			for _, syn := range c.Synonyms {
+				if syn.Value != nil {
+					t.Fatalf("ssl.keystore.password synonym %s has a value", syn.Source)
+				}
+			}
+		}
+	}
+	if !found {
+		t.Fatal("DescribeConfigs lacks ssl.keystore.password")
+	}
 }
 
 // TestKcatSecurity: librdkafka (kcat) produces and consumes over SASL_SSL with
