@@ -106,7 +106,7 @@ func formatStorage(out io.Writer, file, clusterID string, ignoreFormatted bool, 
 		})
 	}
 	if node.Legacy && len(bootstrap) == 0 {
-		return fmt.Errorf("%s has no process.roles: a node without process.roles and controller.quorum.voters formats its log directory itself on first start, so kmirror storage format is only for cluster nodes", file)
+		return fmt.Errorf("%s has no process.roles: a node without process.roles and controller.quorum.voters formats its log directory itself on first start, so kmirror storage format is only for cluster nodes, or to bootstrap SCRAM credentials with --add-scram", file)
 	}
 	if clusterID, err = config.ParseClusterID(clusterID); err != nil {
 		return err
