@@ -231,6 +231,11 @@ func (b *Broker) bindListeners() error {
 		}
 		l.server.Security = sec
 	}
+	if !b.node.Legacy && b.node.Roles.Broker {
+		if _, err := b.clientOpts(b.interBrokerListener()); err != nil {
+			return err // the brokers could not reach each other
+		}
+	}
 	return nil
 }
 

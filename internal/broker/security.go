@@ -11,6 +11,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
 	"github.com/kmirror/kmirror/internal/config"
 	"github.com/kmirror/kmirror/internal/security"
 	"github.com/kmirror/kmirror/internal/wire"
@@ -111,4 +115,55 @@ func (b *Broker) scramCredential(mechanism, user string) (security.ScramCredenti
 		return security.ScramCredential{}, false
 	}
 	return security.ScramCredential{Salt: c.Salt, StoredKey: c.StoredKey, ServerKey: c.ServerKey, Iterations: c.Iterations}, true
+}
+
+// clientOpts returns the franz-go options of this broker's own connections to listener
+// name of another node (or of itself): TLS from the listener's ssl.* keys (its truststore
+// verifies the peer, its keystore is the client certificate), and SASL with
+// sasl.mechanism.inter.broker.protocol and the username and password of the listener's
+// listener.name.<name>.<mechanism>.sasl.jaas.config, as Kafka's inter-broker clients.
+// Errors name the missing key.
+func (b *Broker) clientOpts(name string) ([]kgo.Opt, error) {
+	proto := config.ProtocolPlaintext
+	for _, l := range b.node.AdvertisedListeners {
+		if l.Name == name {
+			proto = l.SecurityProtocol
+		}
+	}
+	get := b.listenerGetter(name)
+	var opts []kgo.Opt
+	if proto == config.ProtocolSSL || proto == config.ProtocolSASLSSL {
+		tcfg, err := security.ClientTLSConfig(get)
+		if err != nil {
+			return nil, fmt.Errorf("listener %s: %w", name, err)
+		}
+		opts = append(opts, kgo.DialTLSConfig(tcfg))
+	}
+	if proto == config.ProtocolSASLPlaintext || proto == config.ProtocolSASLSSL {
+		mech := strings.ToUpper(strings.TrimSpace(get("sasl.mechanism.inter.broker.protocol")))
+		key := "listener.name." + strings.ToLower(name) + "." + strings.ToLower(mech) + ".sasl.jaas.config"
+		v, _ := b.cfg.Get(key)
+		if v == "" {
+			return nil, fmt.Errorf("listener %s: brokers authenticate to each other with sasl.mechanism.inter.broker.protocol=%s and the username and password of %s, which is not set", name, mech, key)
+		}
+		j, err := security.ParseJAAS(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", key, err)
+		}
+		user, pass := j.Credentials()
+		if user == "" {
+			return nil, fmt.Errorf("%s has no username=\"...\" for the brokers' own connections", key)
+		}
+		switch mech {
+		case security.MechanismPlain:
+			opts = append(opts, kgo.SASL(plain.Auth{User: user, Pass: pass}.AsMechanism()))
+		case security.MechanismScram256:
+			opts = append(opts, kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha256Mechanism()))
+		case security.MechanismScram512:
+			opts = append(opts, kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha512Mechanism()))
+		default:
+			return nil, fmt.Errorf("sasl.mechanism.inter.broker.protocol: %s is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)", mech)
+		}
+	}
+	return opts, nil
 }

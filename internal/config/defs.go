@@ -69,7 +69,7 @@ var Broker = define(
 	Def{Name: "controller.listener.names", Type: TypeList, NoDefault: true,
 		Doc: "Names of the listeners used by the controller; required with process.roles. A controller listens on them; a broker reaches the controllers with the first one and must not list them in listeners."},
 	Def{Name: "listener.security.protocol.map", Type: TypeString, Default: "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
-		Doc: "Listener name to security protocol, NAME:PROTOCOL,... When it is not set and process.roles is, the controller.listener.names map to PLAINTEXT (as Kafka, unless an SSL or SASL name is in use). Client listeners may use PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL; the inter-broker and controller listeners of a multi-node cluster only PLAINTEXT (docs/security.md)."},
+		Doc: "Listener name to security protocol, NAME:PROTOCOL,... When it is not set and process.roles is, the controller.listener.names map to PLAINTEXT (as Kafka, unless an SSL or SASL name is in use). Broker listeners, the inter-broker one included, may use PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL; the controller listeners of a multi-node cluster only PLAINTEXT (docs/security.md)."},
 	// Security (Kafka's BrokerSecurityConfigs, SslConfigs, SaslConfigs): the global keys
 	// of every listener; listener.name.<name>.<key> overrides one for a listener
 	// (docs/security.md).
@@ -89,7 +89,7 @@ var Broker = define(
 	Def{Name: "ssl.endpoint.identification.algorithm", Type: TypeString, Default: "https", Doc: "https verifies the host name of a server certificate on outbound connections; empty disables the check."},
 	Def{Name: "ssl.principal.mapping.rules", Type: TypeString, Default: "DEFAULT", Doc: "Rules mapping a client certificate's distinguished name to the user name of its principal: RULE:pattern/replacement/[LU],... or DEFAULT (the full DN)."},
 	Def{Name: "sasl.enabled.mechanisms", Type: TypeList, Default: "GSSAPI", Doc: "SASL mechanisms of SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (GSSAPI and OAUTHBEARER are not supported and must be removed)."},
-	Def{Name: "sasl.mechanism.inter.broker.protocol", Type: TypeString, Default: "GSSAPI", Doc: "SASL mechanism brokers use between themselves (inter-broker SASL is not supported yet)."},
+	Def{Name: "sasl.mechanism.inter.broker.protocol", Type: TypeString, Default: "GSSAPI", Doc: "SASL mechanism of the brokers' own connections to a SASL inter-broker listener, with the username and password of its listener.name.<name>.<mechanism>.sasl.jaas.config."},
 	Def{Name: "sasl.jaas.config", Type: TypePassword, NoDefault: true, Sensitive: true, Doc: "JAAS login module of a SASL mechanism; on a broker set per listener and mechanism as listener.name.<name>.<mechanism>.sasl.jaas.config (PlainLoginModule's user_NAME=\"password\" options are the PLAIN users)."},
 	minimum(Def{Name: "connection.failed.authentication.delay.ms", Type: TypeInt, Default: "100", Unit: "ms", Doc: "Delay of the response to a failed authentication before the connection is closed."}, 0),
 	minimum(Def{Name: "connections.max.reauth.ms", Type: TypeLong, Default: "0", Unit: "ms", Doc: "Session lifetime of SASL connections (KIP-368): clients re-authenticate before it ends, else the connection is closed; 0 disables."}, 0),

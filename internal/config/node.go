@@ -155,9 +155,9 @@ func LogDir(v *Values) (string, error) {
 // ParseNode parses and validates the node's roles, quorum voters and listeners from v
 // with Apache Kafka's rules (KafkaConfig.validateValues) and one-line errors naming the
 // key. Without process.roles and controller.quorum.voters the node is Legacy and keeps
-// what one-node kmirror accepts: one listener, which may be a bare HOST:PORT. Client
-// listeners may use any security protocol; the inter-broker and controller listeners of
-// a multi-node cluster only PLAINTEXT.
+// what one-node kmirror accepts: one listener, which may be a bare HOST:PORT. Broker
+// listeners, the inter-broker one included, may use any security protocol; the
+// controller listeners of a multi-node cluster only PLAINTEXT.
 func ParseNode(v *Values) (*Node, error) {
 	n := &Node{NodeID: v.Int32("node.id"), Rack: strings.TrimSpace(v.String("broker.rack"))}
 	roles, err := parseRoles(v.String("process.roles"))
@@ -340,16 +340,11 @@ func (n *Node) validateSupported(protocols map[string]string) error {
 	if n.Legacy {
 		return nil
 	}
-	// The connections between nodes (raft streams, controller channel, replica fetchers)
-	// do not speak TLS or SASL yet: docs/security.md.
+	// The raft streams share the controller listener and the controller channel dials it:
+	// neither speaks TLS or SASL yet (docs/security.md).
 	for _, name := range n.ControllerListenerNames {
 		if p, ok := protocols[name]; ok && p != ProtocolPlaintext {
 			return fmt.Errorf("controller.listener.names: controller listener %s uses security protocol %s, which kmirror does not support yet between nodes (only PLAINTEXT; client listeners may use SSL, SASL_PLAINTEXT, SASL_SSL)", name, p)
-		}
-	}
-	if ib := n.InterBrokerListenerName; ib != "" {
-		if p := protocols[ib]; p != ProtocolPlaintext {
-			return fmt.Errorf("inter.broker.listener.name: listener %s uses security protocol %s, which kmirror does not support yet between nodes (only PLAINTEXT; client listeners may use SSL, SASL_PLAINTEXT, SASL_SSL)", ib, p)
 		}
 	}
 	return nil
