@@ -334,8 +334,8 @@ func (n *Node) validateBroker(v *Values) error {
 	return nil
 }
 
-// validateSupported refuses a security protocol kmirror does not implement yet for the
-// controller listener a broker-only node dials (ParseNode checks its own listeners).
+// validateSupported refuses a security protocol other than PLAINTEXT on the controller
+// listeners of a multi-node cluster, which kmirror's nodes do not dial securely yet.
 func (n *Node) validateSupported(protocols map[string]string) error {
 	if n.Legacy {
 		return nil
