@@ -132,8 +132,8 @@ func TestSASLPlaintextPlain(t *testing.T) {
 
 // TestSSLClientCertificate: with ssl.client.auth=required and a PKCS12 keystore, a client
 // with a certificate from the truststore's CA produces and consumes; one without a
-// certificate, one with a certificate of another CA, and a plaintext client are refused.
-// DescribeConfigs returns the keystore password as null and sensitive.
+// certificate, one with a certificate of another CA or an expired one, and a plaintext
+// client are refused. DescribeConfigs returns the keystore password as null and sensitive.
 func TestSSLClientCertificate(t *testing.T) {
 	ca := securitytest.NewCA(t, "ca")
 	server := ca.Server(t)
@@ -150,6 +150,7 @@ func TestSSLClientCertificate(t *testing.T) {
 	other := securitytest.NewCA(t, "other")
 	cfg := ca.ClientTLS(other.Client(t, pkix.Name{CommonName: "mallory"}))
 	refused(t, b, "a certificate of an untrusted CA", kgo.DialTLSConfig(cfg))
+	refused(t, b, "an expired certificate", kgo.DialTLSConfig(ca.ClientTLS(ca.ExpiredClient(t, pkix.Name{CommonName: "alice"}))))
 	refused(t, b, "a plaintext client")
 
 	rc, err := kadm.NewClient(b.Client(kgo.DialTLSConfig(ca.ClientTLS(alice)))).DescribeBrokerConfigs(context.Background())

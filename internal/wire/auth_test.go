@@ -78,7 +78,8 @@ func metadataAs(t *testing.T, addr string, opts ...kgo.Opt) error {
 
 // TestTLSClientCertificatePrincipal: the principal of a TLS connection is the client
 // certificate's DN mapped by ssl.principal.mapping.rules (the first matching rule; DEFAULT
-// keeps the whole RFC 2253 DN), User:ANONYMOUS without a certificate.
+// keeps the whole RFC 2253 DN), User:ANONYMOUS without a certificate. A truncated TLS
+// handshake is closed and the listener keeps serving.
 func TestTLSClientCertificatePrincipal(t *testing.T) {
 	ca := securitytest.NewCA(t, "ca")
 	server := ca.Server(t)
@@ -109,6 +110,20 @@ func TestTLSClientCertificatePrincipal(t *testing.T) {
 		if got := h.last(); got != tc.want {
 			t.Fatalf("principal %q, want %q", got, tc.want)
 		}
+	}
+
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write([]byte{0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00}) // the start of a ClientHello
+	c.(*net.TCPConn).CloseWrite()
+	if _, err := io.Copy(io.Discard, c); err != nil {
+		t.Fatalf("a truncated TLS handshake: %v", err)
+	}
+	if err := metadataAs(t, addr, kgo.DialTLSConfig(ca.ClientTLS(nil))); err != nil {
+		t.Fatalf("a client after a truncated handshake: %v", err)
 	}
 }
 

@@ -73,12 +73,21 @@ func (ca *CA) Client(t testing.TB, name pkix.Name) *Leaf {
 	return ca.leaf(t, name, x509.ExtKeyUsageClientAuth)
 }
 
+// ExpiredClient makes a client certificate with subject name that expired an hour ago.
+func (ca *CA) ExpiredClient(t testing.TB, name pkix.Name) *Leaf {
+	return ca.leafUntil(t, name, x509.ExtKeyUsageClientAuth, time.Now().Add(-time.Hour))
+}
+
 func (ca *CA) leaf(t testing.TB, name pkix.Name, usage x509.ExtKeyUsage) *Leaf {
+	return ca.leafUntil(t, name, usage, time.Now().Add(24*time.Hour))
+}
+
+func (ca *CA) leafUntil(t testing.TB, name pkix.Name, usage x509.ExtKeyUsage, notAfter time.Time) *Leaf {
 	t.Helper()
 	ca.serial++
 	key := newKey(t)
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(ca.serial), Subject: name,
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		NotBefore: time.Now().Add(-48 * time.Hour), NotAfter: notAfter,
 		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1")},
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.Key)
