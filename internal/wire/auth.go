@@ -83,6 +83,9 @@ func (c *conn) tlsHandshake() bool {
 		return false
 	}
 	c.nc.SetDeadline(time.Time{})
+	if s.ctx.Err() != nil { // shut down meanwhile: the deadline it set was just cleared
+		return false
+	}
 	c.rw = tc
 	if certs := tc.ConnectionState().PeerCertificates; len(certs) > 0 && s.Security.CertPrincipal != nil {
 		p, err := s.Security.CertPrincipal(certs[0])
