@@ -12,6 +12,8 @@ import (
 
 	mirrorscli "github.com/kmirror/kmirror/internal/cli/mirrors"
 	"github.com/kmirror/kmirror/internal/config"
+	"github.com/kmirror/kmirror/internal/metadata"
+	"github.com/kmirror/kmirror/internal/security"
 )
 
 // newStorageCommand is `kmirror storage`, Kafka's kafka-storage: random-uuid, format and
@@ -42,19 +44,21 @@ func newStorageFormatCommand() *cobra.Command {
 	var (
 		clusterID, configFile string
 		ignoreFormatted       bool
+		addScram              []string
 	)
 	cmd := &cobra.Command{
 		Use:   "format -t CLUSTER_ID -c FILE",
 		Short: "Format the node's log directory: write meta.properties with the cluster ID and node.id",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return formatStorage(cmd.OutOrStdout(), configFile, clusterID, ignoreFormatted)
+			return formatStorage(cmd.OutOrStdout(), configFile, clusterID, ignoreFormatted, addScram)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVarP(&clusterID, "cluster-id", "t", "", "the cluster ID (kmirror storage random-uuid makes one)")
 	f.StringVarP(&configFile, "config", "c", "", "the node's server.properties")
 	f.BoolVarP(&ignoreFormatted, "ignore-formatted", "g", false, "skip an already formatted directory rather than failing")
+	f.StringArrayVarP(&addScram, "add-scram", "S", nil, "a SCRAM credential to bootstrap the cluster with, 'SCRAM-SHA-256=[name=alice,password=alice-secret]' (repeatable; optional iterations=N, 4096 by default)")
 	_ = cmd.MarkFlagRequired("cluster-id")
 	_ = cmd.MarkFlagRequired("config")
 	return cmd
@@ -78,14 +82,31 @@ func readNodeConfig(file string) (*config.Values, *config.Node, error) {
 }
 
 // formatStorage is Kafka's Formatter for kmirror's one log directory: meta.properties
-// with version 1, the cluster ID, node.id and a new directory.id.
-func formatStorage(out io.Writer, file, clusterID string, ignoreFormatted bool) error {
+// with version 1, the cluster ID, node.id and a new directory.id, and with --add-scram the
+// bootstrap records of the SCRAM credentials (metadata.BootstrapFile). A node without
+// process.roles is formatted only to bootstrap SCRAM credentials.
+func formatStorage(out io.Writer, file, clusterID string, ignoreFormatted bool, addScram []string) error {
 	v, node, err := readNodeConfig(file)
 	if err != nil {
 		return err
 	}
-	if node.Legacy {
-		return fmt.Errorf("%s has no process.roles: a node without process.roles and controller.quorum.voters formats its log directory itself on first start, so kmirror storage format is only for cluster nodes", file)
+	var bootstrap []metadata.Record
+	for _, arg := range addScram {
+		u, err := security.ParseAddScram(arg)
+		if err != nil {
+			return err
+		}
+		c, err := security.NewScramCredential(u.Mechanism, u.Password, u.Iterations)
+		if err != nil {
+			return err
+		}
+		bootstrap = append(bootstrap, metadata.UserScramCredentialRecord{
+			Name: u.Name, Mechanism: security.ScramMechanismCode(u.Mechanism),
+			Salt: c.Salt, StoredKey: c.StoredKey, ServerKey: c.ServerKey, Iterations: c.Iterations,
+		})
+	}
+	if node.Legacy && len(bootstrap) == 0 {
+		return fmt.Errorf("%s has no process.roles: a node without process.roles and controller.quorum.voters formats its log directory itself on first start, so kmirror storage format is only for cluster nodes, or to bootstrap SCRAM credentials with --add-scram", file)
 	}
 	if clusterID, err = config.ParseClusterID(clusterID); err != nil {
 		return err
@@ -116,6 +137,11 @@ func formatStorage(out io.Writer, file, clusterID string, ignoreFormatted bool) 
 	if err := config.WriteMetaProperties(dir, m); err != nil {
 		//lint:ignore ST1005 Kafka's text, which operators search for
 		return fmt.Errorf("Error while writing meta.properties file %s: %w", dir, err)
+	}
+	if len(bootstrap) > 0 {
+		if err := metadata.WriteBootstrap(dir, bootstrap); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintf(out, "Formatted %s with cluster.id %s, node.id %d.\n", dir, clusterID, node.NodeID)
 	return nil

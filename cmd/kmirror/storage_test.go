@@ -12,6 +12,7 @@ import (
 
 	mirrorscli "github.com/kmirror/kmirror/internal/cli/mirrors"
 	"github.com/kmirror/kmirror/internal/config"
+	"github.com/kmirror/kmirror/internal/metadata"
 )
 
 // runKmirror runs `kmirror args...` in-process and returns its output and error.
@@ -119,7 +120,7 @@ func TestStorageFormatRefuses(t *testing.T) {
 	}{
 		{"bad cluster ID", []string{"-t", "my-cluster", "-c", good}, "Cluster ID string my-cluster does not appear to be a valid UUID: Input string `my-cluster` decoded as 7 bytes, which is not equal to the expected 16 bytes of a base64-encoded UUID"},
 		{"reserved cluster ID", []string{"-t", "AAAAAAAAAAAAAAAAAAAAAA", "-c", good}, "cluster ID AAAAAAAAAAAAAAAAAAAAAA is a reserved UUID (Kafka's Uuid.RESERVED): use `kmirror storage random-uuid`"},
-		{"legacy config", []string{"-t", "MkU3OEVBNTcwNTJENDM2Qg", "-c", legacy}, legacy + " has no process.roles: a node without process.roles and controller.quorum.voters formats its log directory itself on first start, so kmirror storage format is only for cluster nodes"},
+		{"legacy config", []string{"-t", "MkU3OEVBNTcwNTJENDM2Qg", "-c", legacy}, legacy + " has no process.roles: a node without process.roles and controller.quorum.voters formats its log directory itself on first start, so kmirror storage format is only for cluster nodes, or to bootstrap SCRAM credentials with --add-scram"},
 		{"invalid config", []string{"-t", "MkU3OEVBNTcwNTJENDM2Qg", "-c", writeConfig(t, tmp, "4")}, "If process.roles contains the 'controller' role, the node id 4 must be included in the set of voters controller.quorum.voters=[1, 2, 3]"},
 		{"two log dirs", []string{"-t", "MkU3OEVBNTcwNTJENDM2Qg", "-c", writeConfig(t, tmp, "3", "log.dirs=/a,/b", "listeners=PLAINTEXT://localhost:9292,CONTROLLER://localhost:9293")}, `log.dirs: kmirror uses one data directory, got "/a,/b"`},
 		{"no config file", []string{"-t", "MkU3OEVBNTcwNTJENDM2Qg", "-c", filepath.Join(tmp, "missing.properties")}, "--config: open " + filepath.Join(tmp, "missing.properties") + ": no such file or directory"},
@@ -163,5 +164,40 @@ func TestStorageInfo(t *testing.T) {
 	want := "Found log directory:\n  " + data + "\n\nFound metadata: {cluster.id=MkU3OEVBNTcwNTJENDM2Qg, directory.id=" + m.DirectoryID + ", node.id=1, version=1}\n\n"
 	if err != nil || out != want {
 		t.Fatalf("formatted: %q, %v\nwant %q", out, err, want)
+	}
+}
+
+// TestStorageFormatAddScram: --add-scram (kafka-storage's syntax) writes the SCRAM
+// credentials' bootstrap records, never the passwords, also for a one-node config; a
+// malformed entry is refused without quoting its password.
+func TestStorageFormatAddScram(t *testing.T) {
+	tmp := t.TempDir()
+	legacy := filepath.Join(tmp, "legacy.properties")
+	data := filepath.Join(tmp, "data")
+	if err := os.WriteFile(legacy, []byte("listeners=SASL_SSL://localhost:9092\nlog.dirs="+data+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runKmirror(t, "storage", "format", "-t", "MkU3OEVBNTcwNTJENDM2Qg", "-c", legacy, "--add-scram", "SCRAM-SHA-256=[name=admin,password=admin-secret]",
+		"--add-scram", "SCRAM-SHA-512=[name=bob,password=bob-secret,iterations=8192]"); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(data, metadata.BootstrapFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(raw), "secret") {
+		t.Fatal("the bootstrap file holds a password")
+	}
+	recs, err := metadata.ReadBootstrap(data)
+	if err != nil || len(recs) != 2 {
+		t.Fatalf("bootstrap records %v, %v", recs, err)
+	}
+	a, b := recs[0].(metadata.UserScramCredentialRecord), recs[1].(metadata.UserScramCredentialRecord)
+	if a.Name != "admin" || a.Mechanism != 1 || a.Iterations != 4096 || b.Name != "bob" || b.Mechanism != 2 || b.Iterations != 8192 || len(a.StoredKey) != 32 || len(b.ServerKey) != 64 {
+		t.Fatalf("records %+v %+v", a, b)
+	}
+	_, err = runKmirror(t, "storage", "format", "-t", "MkU3OEVBNTcwNTJENDM2Qg", "-c", legacy, "--add-scram", "SCRAM-SHA-1=[name=x,password=top-secret]")
+	if err == nil || strings.Contains(err.Error(), "top-secret") {
+		t.Fatalf("a SCRAM-SHA-1 entry: %v", err)
 	}
 }

@@ -234,6 +234,22 @@ func (b *Broker) bindListeners() error {
 	if b.ctrlLn != nil {
 		b.ctrlLn.server = b.newServer(controllerHandler{b}, controllerAPIs.versions(b))
 	}
+	all := b.listeners
+	if b.ctrlLn != nil {
+		all = append(all[:len(all):len(all)], b.ctrlLn)
+	}
+	for _, l := range all {
+		sec, err := b.listenerSecurity(l.cfg)
+		if err != nil {
+			return err // New closes the listeners
+		}
+		l.server.Security = sec
+	}
+	if !b.node.Legacy && b.node.Roles.Broker {
+		if _, err := b.clientOpts(b.interBrokerListener()); err != nil {
+			return err // the brokers could not reach each other
+		}
+	}
 	return nil
 }
 
@@ -247,6 +263,10 @@ func (b *Broker) newServer(h wire.Handler, v *wire.Versions) *wire.Server {
 func (b *Broker) openMetadata(clusterID string) error {
 	opts := metadata.Options{
 		Dir: filepath.Join(b.dataDir, metadataTopic+"-0"), NodeID: b.nodeID, ClusterID: clusterID, Logger: b.logger,
+	}
+	var err error
+	if opts.Bootstrap, err = metadata.ReadBootstrap(b.dataDir); err != nil {
+		return err
 	}
 	if !b.node.Legacy {
 		var raftOn *listener
@@ -280,7 +300,6 @@ func (b *Broker) openMetadata(clusterID string) error {
 		opts.FetchTimeout = time.Duration(b.cfg.Int64("controller.quorum.fetch.timeout.ms")) * time.Millisecond
 		opts.Forward = b.forwardRecords
 	}
-	var err error
 	b.meta, err = metadata.Open(opts)
 	return err
 }

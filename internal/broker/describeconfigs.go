@@ -140,5 +140,12 @@ func (b *Broker) describeBrokerConfig(name string, req *kmsg.DescribeConfigsRequ
 	if req.IncludeSynonyms {
 		c.ConfigSynonyms = b.brokerSynonyms(name)
 	}
+	if d.Sensitive || d.Type == config.TypePassword {
+		// Kafka's ConfigHelper: a sensitive value (and its synonyms') is returned as null.
+		c.IsSensitive, c.Value = true, nil
+		for i := range c.ConfigSynonyms {
+			c.ConfigSynonyms[i].Value = nil
+		}
+	}
 	return c
 }

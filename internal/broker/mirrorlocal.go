@@ -113,12 +113,21 @@ func (b *Broker) Groups() group.Access {
 	return groupAccess{b}
 }
 
-// clusterClient is a franz-go client of this cluster, bootstrapped at this broker (the
-// cluster-wide requests of the mirror's sync tasks).
+// clusterClient is a franz-go client of this cluster, bootstrapped at this broker's first
+// advertised listener with that listener's client security (the cluster-wide requests
+// of the mirror's sync tasks).
 func (b *Broker) clusterClient() *kgo.Client {
 	b.clusterOnce.Do(func() {
-		b.cluster, _ = kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.ClientID(fmt.Sprintf("kmirror-broker-%d-mirror-sync", b.nodeID)),
-			kgo.DialTimeout(5*time.Second))
+		var sec []kgo.Opt
+		var err error
+		if len(b.endpoints) > 0 {
+			sec, err = b.clientOpts(b.endpoints[0].Name)
+		}
+		if err != nil {
+			b.logger.Error("the mirror's client of this cluster cannot connect", "err", err)
+		}
+		b.cluster, _ = kgo.NewClient(append(sec, kgo.SeedBrokers(b.Addr()), kgo.ClientID(fmt.Sprintf("kmirror-broker-%d-mirror-sync", b.nodeID)),
+			kgo.DialTimeout(5*time.Second))...)
 	})
 	return b.cluster
 }

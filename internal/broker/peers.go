@@ -63,8 +63,12 @@ func (p *peers) client(id int32) (*kgo.Client, error) {
 		}
 		pc.cl.Close() // the broker registered again on another address
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ClientID(fmt.Sprintf("kmirror-broker-%d", p.b.nodeID)),
-		kgo.DialTimeout(5*time.Second), kgo.RequestRetries(0), kgo.MaxVersions(interBrokerVersions()))
+	sec, err := p.b.clientOpts(p.b.interBrokerListener())
+	if err != nil {
+		return nil, err
+	}
+	cl, err := kgo.NewClient(append(sec, kgo.SeedBrokers(addr), kgo.ClientID(fmt.Sprintf("kmirror-broker-%d", p.b.nodeID)),
+		kgo.DialTimeout(5*time.Second), kgo.RequestRetries(0), kgo.MaxVersions(interBrokerVersions()))...)
 	if err != nil {
 		return nil, err
 	}
@@ -92,13 +96,19 @@ func (b *Broker) interBrokerAddr(id int32) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("broker %d is not registered", id)
 	}
-	name := b.node.InterBrokerListenerName
-	if name == "" {
-		name = b.clientListener()
-	}
+	name := b.interBrokerListener()
 	e, ok := br.Endpoint(name)
 	if !ok {
 		return "", fmt.Errorf("broker %d has no %s endpoint", id, name)
 	}
 	return net.JoinHostPort(e.Host, strconv.Itoa(int(e.Port))), nil
+}
+
+// interBrokerListener is the listener this broker reaches other brokers on:
+// inter.broker.listener.name, else the client listener.
+func (b *Broker) interBrokerListener() string {
+	if name := b.node.InterBrokerListenerName; name != "" {
+		return name
+	}
+	return b.clientListener()
 }

@@ -62,9 +62,13 @@ func (b *Broker) dialReplicaFetcher(id int32) (*kgo.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return kgo.NewClient(kgo.SeedBrokers(addr),
+	sec, err := b.clientOpts(b.interBrokerListener())
+	if err != nil {
+		return nil, err
+	}
+	return kgo.NewClient(append(sec, kgo.SeedBrokers(addr),
 		kgo.ClientID(fmt.Sprintf("kmirror-replica-fetcher-%d", b.nodeID)),
-		kgo.DialTimeout(5*time.Second), kgo.RequestRetries(0), kgo.MaxVersions(interBrokerVersions()))
+		kgo.DialTimeout(5*time.Second), kgo.RequestRetries(0), kgo.MaxVersions(interBrokerVersions()))...)
 }
 
 // followChanges hands the partitions that started or stopped following a leader to the

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,7 +70,11 @@ func (b *Broker) start() {
 	b.done = make(chan struct{})
 	go func() { defer close(b.done); br.Serve() }()
 	// Pin the port so that a restart comes back on the same address.
-	b.Props["listeners"] = "PLAINTEXT://" + br.Addr()
+	name, _, ok := strings.Cut(b.Props["listeners"], "://")
+	if !ok {
+		name = config.ProtocolPlaintext
+	}
+	b.Props["listeners"] = name + "://" + br.Addr()
 }
 
 // Stop shuts the broker down cleanly (idempotent).

@@ -155,8 +155,9 @@ func LogDir(v *Values) (string, error) {
 // ParseNode parses and validates the node's roles, quorum voters and listeners from v
 // with Apache Kafka's rules (KafkaConfig.validateValues) and one-line errors naming the
 // key. Without process.roles and controller.quorum.voters the node is Legacy and keeps
-// what one-node kmirror accepts: one PLAINTEXT listener, which may be a bare HOST:PORT.
-// Only the PLAINTEXT security protocol is supported.
+// what one-node kmirror accepts: one listener, which may be a bare HOST:PORT. Broker
+// listeners, the inter-broker one included, may use any security protocol; the
+// controller listeners of a multi-node cluster only PLAINTEXT.
 func ParseNode(v *Values) (*Node, error) {
 	n := &Node{NodeID: v.Int32("node.id"), Rack: strings.TrimSpace(v.String("broker.rack"))}
 	roles, err := parseRoles(v.String("process.roles"))
@@ -208,15 +209,6 @@ func ParseNode(v *Values) (*Node, error) {
 	if adv, _ := v.Get("advertised.listeners"); strings.TrimSpace(adv) != "" {
 		if advertised, err = parseListeners("advertised.listeners", adv, protocols, n.Legacy, false); err != nil {
 			return nil, err
-		}
-	}
-	for _, l := range append(slices.Clip(n.Listeners), advertised...) {
-		if l.SecurityProtocol != ProtocolPlaintext {
-			key := "listeners"
-			if !slices.Contains(n.Listeners, l) {
-				key = "advertised.listeners"
-			}
-			return nil, fmt.Errorf("%s: listener %s uses security protocol %s, which kmirror does not support yet (only PLAINTEXT)", key, l, l.SecurityProtocol)
 		}
 	}
 	isController := func(name string) bool { return slices.Contains(n.ControllerListenerNames, name) }
@@ -315,6 +307,11 @@ func (n *Node) validateBroker(v *Values) error {
 		return kafkaErrorf("There must be at least one broker advertised listener. Perhaps all listeners appear in controller.listener.names?")
 	}
 	ib := ProtocolPlaintext // Kafka: the listener named after security.inter.broker.protocol
+	if s, _ := v.Get("security.inter.broker.protocol"); strings.TrimSpace(s) != "" {
+		ib = strings.ToUpper(strings.TrimSpace(s))
+	} else if n.Legacy {
+		ib = names[0] // a one-node cluster has no inter-broker traffic: its one listener
+	}
 	if s, _ := v.Get("inter.broker.listener.name"); strings.TrimSpace(s) != "" {
 		ib = strings.ToUpper(strings.TrimSpace(s))
 	}
@@ -337,13 +334,17 @@ func (n *Node) validateBroker(v *Values) error {
 	return nil
 }
 
-// validateSupported refuses a security protocol kmirror does not implement yet for the
-// controller listener a broker-only node dials (ParseNode checks its own listeners).
+// validateSupported refuses a security protocol other than PLAINTEXT on the controller
+// listeners of a multi-node cluster, which kmirror's nodes do not dial securely yet.
 func (n *Node) validateSupported(protocols map[string]string) error {
-	if n.Roles.Broker && !n.Roles.Controller && !n.Legacy {
-		name := n.ControllerListenerNames[0]
-		if p := protocols[name]; p != ProtocolPlaintext {
-			return fmt.Errorf("controller.listener.names: controller listener %s uses security protocol %s, which kmirror does not support yet (only PLAINTEXT)", name, p)
+	if n.Legacy {
+		return nil
+	}
+	// The raft streams share the controller listener and the controller channel dials it:
+	// neither speaks TLS or SASL yet (docs/security.md).
+	for _, name := range n.ControllerListenerNames {
+		if p, ok := protocols[name]; ok && p != ProtocolPlaintext {
+			return fmt.Errorf("controller.listener.names: controller listener %s uses security protocol %s, which kmirror does not support yet between nodes (only PLAINTEXT; client listeners may use SSL, SASL_PLAINTEXT, SASL_SSL)", name, p)
 		}
 	}
 	return nil

@@ -498,6 +498,33 @@ func (b *builder) apply(r Record) error {
 		}
 		b.ownACLs()
 		delete(im.ACLs, r.ID)
+	case UserScramCredentialRecord:
+		if r.Name == "" || (r.Mechanism != 1 && r.Mechanism != 2) {
+			return fmt.Errorf("%w: SCRAM credential of user %q, mechanism %d", ErrInvalidRecord, r.Name, r.Mechanism)
+		}
+		creds := maps.Clone(im.ScramCredentials[r.Name])
+		if creds == nil {
+			creds = map[int8]*ScramCredential{}
+		}
+		creds[r.Mechanism] = &ScramCredential{Salt: r.Salt, StoredKey: r.StoredKey, ServerKey: r.ServerKey, Iterations: r.Iterations}
+		im.ScramCredentials = maps.Clone(im.ScramCredentials)
+		if im.ScramCredentials == nil {
+			im.ScramCredentials = map[string]map[int8]*ScramCredential{}
+		}
+		im.ScramCredentials[r.Name] = creds
+
+	case RemoveUserScramCredentialRecord:
+		if im.ScramCredentials[r.Name][r.Mechanism] == nil {
+			return fmt.Errorf("%w: user %q, mechanism %d", ErrUnknownScramCredential, r.Name, r.Mechanism)
+		}
+		creds := maps.Clone(im.ScramCredentials[r.Name])
+		delete(creds, r.Mechanism)
+		im.ScramCredentials = maps.Clone(im.ScramCredentials)
+		if len(creds) == 0 {
+			delete(im.ScramCredentials, r.Name)
+		} else {
+			im.ScramCredentials[r.Name] = creds
+		}
 
 	default:
 		return fmt.Errorf("%w: unknown record type %T", ErrInvalidRecord, r)

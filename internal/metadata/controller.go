@@ -78,6 +78,10 @@ type Options struct {
 	// the first active controller writes it to a log that has none, and a log with another
 	// cluster ID fails Open or, when learnt later, Err (ErrInconsistentClusterID).
 	ClusterID string
+	// Bootstrap are records written with the ClusterRecord when the cluster's log is
+	// created (Kafka's bootstrap metadata of kafka-storage format: the SCRAM credentials
+	// of --add-scram); ignored once the log has a cluster ID.
+	Bootstrap []Record
 	// Logger receives the controller's messages, and raft's at debug level; nil uses
 	// slog.Default().
 	Logger *slog.Logger
@@ -150,6 +154,9 @@ type Controller struct {
 	// clusterID is Options.ClusterID, the cluster this node belongs to ("" in the one-node
 	// mode when it is generated).
 	clusterID string
+	// bootstrap is Options.Bootstrap, written with the ClusterRecord by the first active
+	// controller of a quorum.
+	bootstrap []Record
 	quorum    *quorum // nil in the one-node mode
 	fwd       func(ctx context.Context, batch []byte) (uint64, error)
 	// replayIndex is the last index of the local log when raft started (WaitReplayed).
@@ -231,7 +238,7 @@ func Open(opts Options) (*Controller, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Controller{
-		fsm: newFSM(log), store: store, log: log, nodeID: opts.NodeID, clusterID: opts.ClusterID, quorum: q, fwd: opts.Forward,
+		fsm: newFSM(log), store: store, log: log, nodeID: opts.NodeID, clusterID: opts.ClusterID, bootstrap: opts.Bootstrap, quorum: q, fwd: opts.Forward,
 		ctx: ctx, cancel: cancel, done: make(chan struct{}), appliedCh: make(chan struct{}), failed: make(chan struct{}),
 	}
 	if err := c.start(opts, deadline); err != nil {
@@ -339,7 +346,7 @@ func (c *Controller) start(opts Options, deadline time.Time) error {
 		}
 		ctx, cancel := context.WithDeadline(context.Background(), deadline)
 		defer cancel()
-		if im, err = c.Apply(ctx, ClusterRecord{ClusterID: id}); err != nil {
+		if im, err = c.Apply(ctx, append([]Record{ClusterRecord{ClusterID: id}}, opts.Bootstrap...)...); err != nil {
 			return fmt.Errorf("metadata: write cluster ID: %w", err)
 		}
 	case opts.ClusterID != "" && opts.ClusterID != im.ClusterID:

@@ -128,6 +128,8 @@ type snapshotFile struct {
 	NextProducerID int64                        `json:"nextProducerId,omitempty"`
 	// ACLs (added to version 2 as an optional field: older snapshots read with none).
 	ACLs []*AccessControlEntryRecord `json:"acls,omitempty"`
+	// ScramCredentials was added to version 2 as an optional field.
+	ScramCredentials map[string]map[int8]*ScramCredential `json:"scramCredentials,omitempty"`
 }
 
 func (s *snapshotFile) image() (*Image, error) {
@@ -138,6 +140,7 @@ func (s *snapshotFile) image() (*Image, error) {
 	im.Offset = s.Offset
 	im.ClusterID = s.ClusterID
 	im.NextProducerID = s.NextProducerID
+	im.ScramCredentials = s.ScramCredentials
 	for _, t := range s.Topics {
 		if t.Partitions < 1 || (len(t.Registrations) != 0 && len(t.Registrations) != int(t.Partitions)) {
 			return nil, fmt.Errorf("decode metadata snapshot: topic %q has %d partitions and %d registrations", t.Name, t.Partitions, len(t.Registrations))
@@ -188,6 +191,8 @@ func writeSnapshot(w io.Writer, im *Image) error {
 		BrokerConfigs:  im.BrokerConfigs,
 		NodeConfigs:    im.NodeConfigs,
 		NextProducerID: im.NextProducerID,
+
+		ScramCredentials: im.ScramCredentials,
 	}
 	for _, id := range im.BrokerIDs() {
 		f.Brokers = append(f.Brokers, im.Brokers[id])

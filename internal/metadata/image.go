@@ -41,6 +41,17 @@ type Image struct {
 	// whenever a binding is added or removed, so a reader may compare maps to notice a
 	// change.
 	ACLs map[TopicID]*AccessControlEntryRecord
+	// ScramCredentials holds the SCRAM credentials: user name → mechanism code
+	// (UserScramCredentialRecord.Mechanism) → credential.
+	ScramCredentials map[string]map[int8]*ScramCredential
+}
+
+// ScramCredential is a stored SCRAM credential (Kafka's ScramCredentialData). Immutable.
+type ScramCredential struct {
+	Salt       []byte `json:"salt"`
+	StoredKey  []byte `json:"storedKey"`
+	ServerKey  []byte `json:"serverKey"`
+	Iterations int32  `json:"iterations"`
 }
 
 // NoLeader is the leader of a partition that has none (Kafka's LeaderConstants.NO_LEADER).

@@ -410,7 +410,7 @@ func (c *Controller) onElected() {
 	if c.Image().ClusterID != "" {
 		return // checked by watchImage
 	}
-	_, err := c.Apply(c.ctx, ClusterRecord{ClusterID: c.clusterID})
+	_, err := c.Apply(c.ctx, append([]Record{ClusterRecord{ClusterID: c.clusterID}}, c.bootstrap...)...)
 	switch {
 	case err == nil:
 		c.log.Info("wrote the cluster ID to the metadata log", "clusterId", c.clusterID)

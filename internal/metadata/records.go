@@ -176,6 +176,37 @@ type ProducerIDsRecord struct {
 	NextProducerID int64 `json:"nextProducerId"`
 }
 
+// SCRAM credentials (Kafka's UserScramCredentialRecord and
+// RemoveUserScramCredentialRecord, written for AlterUserScramCredentials and by
+// `kmirror storage format --add-scram`).
+
+// UserScramCredentialRecord sets the SCRAM credential of a user for one mechanism
+// (ScramCodeSHA256 = 1, ScramCodeSHA512 = 2, as Kafka's ScramMechanism): the salt, stored
+// key, server key and iteration count, never the password. Errors: ErrInvalidRecord
+// (empty name, unknown mechanism).
+type UserScramCredentialRecord struct {
+	Name       string `json:"name"`
+	Mechanism  int8   `json:"mechanism"`
+	Salt       []byte `json:"salt"`
+	StoredKey  []byte `json:"storedKey"`
+	ServerKey  []byte `json:"serverKey"`
+	Iterations int32  `json:"iterations"`
+}
+
+// RemoveUserScramCredentialRecord removes the credential of a user for one mechanism.
+// Errors: ErrUnknownScramCredential.
+type RemoveUserScramCredentialRecord struct {
+	Name      string `json:"name"`
+	Mechanism int8   `json:"mechanism"`
+}
+
+func (UserScramCredentialRecord) isRecord()       {}
+func (RemoveUserScramCredentialRecord) isRecord() {}
+
+// ErrUnknownScramCredential: the user has no credential of that mechanism
+// (RESOURCE_NOT_FOUND).
+var ErrUnknownScramCredential = errors.New("no such SCRAM credential")
+
 func (ClusterRecord) isRecord()        {}
 func (TopicRecord) isRecord()          {}
 func (PartitionCountRecord) isRecord() {}
@@ -269,8 +300,10 @@ const (
 	tagUnregisterBroker = "unregisterBroker"
 	tagProducerIDs      = "producerIds"
 
-	tagAccessControlEntry       = "accessControlEntry"
-	tagRemoveAccessControlEntry = "removeAccessControlEntry"
+	tagAccessControlEntry        = "accessControlEntry"
+	tagRemoveAccessControlEntry  = "removeAccessControlEntry"
+	tagUserScramCredential       = "userScramCredential"
+	tagRemoveUserScramCredential = "removeUserScramCredential"
 )
 
 // wireBatch is one raft log entry: a versioned list of tagged records, as JSON.
@@ -322,6 +355,10 @@ func encodeBatch(recs []Record) ([]byte, error) {
 			tag = tagAccessControlEntry
 		case RemoveAccessControlEntryRecord, *RemoveAccessControlEntryRecord:
 			tag = tagRemoveAccessControlEntry
+		case UserScramCredentialRecord, *UserScramCredentialRecord:
+			tag = tagUserScramCredential
+		case RemoveUserScramCredentialRecord, *RemoveUserScramCredentialRecord:
+			tag = tagRemoveUserScramCredential
 		default:
 			return nil, fmt.Errorf("%w: unknown record type %T", ErrInvalidRecord, r)
 		}
@@ -381,6 +418,10 @@ func decodeBatch(p []byte) ([]Record, error) {
 			r, err = decodeAs[AccessControlEntryRecord](w.Data)
 		case tagRemoveAccessControlEntry:
 			r, err = decodeAs[RemoveAccessControlEntryRecord](w.Data)
+		case tagUserScramCredential:
+			r, err = decodeAs[UserScramCredentialRecord](w.Data)
+		case tagRemoveUserScramCredential:
+			r, err = decodeAs[RemoveUserScramCredentialRecord](w.Data)
 		default:
 			err = fmt.Errorf("unknown record type %q", w.Type)
 		}

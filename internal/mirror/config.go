@@ -2,10 +2,8 @@ package mirror
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"math"
-	"os"
 	"regexp"
 	"sort"
 	"strconv"
@@ -22,6 +20,7 @@ import (
 	"github.com/kmirror/kmirror/internal/config"
 	"github.com/kmirror/kmirror/internal/metadata"
 	"github.com/kmirror/kmirror/internal/mirrorproto"
+	"github.com/kmirror/kmirror/internal/security"
 )
 
 // BrokerConfig holds the broker-level mirror.* settings of spec section 11. Start from
@@ -414,19 +413,14 @@ func parseISOTime(s string) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("bad time %q", s)
 }
 
-var jaasKV = regexp.MustCompile(`(username|password)\s*=\s*"([^"]*)"`)
-
 // parseJaas extracts username and password from a PlainLoginModule or ScramLoginModule
 // JAAS line.
 func parseJaas(s string) (user, pass string, err error) {
-	for _, m := range jaasKV.FindAllStringSubmatch(s, -1) {
-		if m[1] == "username" {
-			user = m[2]
-		} else {
-			pass = m[2]
-		}
+	j, err := security.ParseJAAS(s)
+	if err != nil {
+		return "", "", err
 	}
-	if user == "" {
+	if user, pass = j.Credentials(); user == "" {
 		return "", "", fmt.Errorf("%s has no username=\"...\"", cfgSASLJaas)
 	}
 	return user, pass, nil
@@ -467,50 +461,14 @@ func matchAny(res []*regexp.Regexp, s string) bool {
 	return false
 }
 
-// tlsConfig returns the TLS config for SSL and SASL_SSL, nil otherwise.
+// tlsConfig returns the TLS config for SSL and SASL_SSL, nil otherwise: the listeners'
+// ssl.* keys (security.ClientTLSConfig), with PEM the default store type (the mirror's
+// stores were PEM files before the type keys existed).
 func (c *mirrorConfig) tlsConfig() (*tls.Config, error) {
 	if c.securityProtocol != "SSL" && c.securityProtocol != "SASL_SSL" {
 		return nil, nil
 	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	var caPEM []byte
-	if loc := c.get("ssl.truststore.location"); loc != "" {
-		b, err := os.ReadFile(loc)
-		if err != nil {
-			return nil, fmt.Errorf("ssl.truststore.location: %v", err)
-		}
-		caPEM = b
-	} else if s := c.get("ssl.truststore.certificates"); s != "" {
-		caPEM = []byte(s)
-	}
-	if caPEM != nil {
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(caPEM) {
-			return nil, fmt.Errorf("ssl truststore holds no PEM certificate")
-		}
-		cfg.RootCAs = pool
-	}
-	var certPEM, keyPEM []byte
-	if loc := c.get("ssl.keystore.location"); loc != "" {
-		b, err := os.ReadFile(loc)
-		if err != nil {
-			return nil, fmt.Errorf("ssl.keystore.location: %v", err)
-		}
-		certPEM, keyPEM = b, b
-	} else if s := c.get("ssl.keystore.certificate.chain"); s != "" {
-		certPEM, keyPEM = []byte(s), []byte(c.get("ssl.keystore.key"))
-	}
-	if certPEM != nil {
-		cert, err := tls.X509KeyPair(certPEM, keyPEM)
-		if err != nil {
-			return nil, fmt.Errorf("ssl keystore: %v", err)
-		}
-		cfg.Certificates = []tls.Certificate{cert}
-	}
-	if c.get("ssl.endpoint.identification.algorithm") == "" {
-		cfg.InsecureSkipVerify = true //nolint:gosec // operator disabled host name verification, as Kafka allows
-	}
-	return cfg, nil
+	return security.ClientTLSConfig(c.get)
 }
 
 // clientOpts returns the kgo options of the mirror's source connection.

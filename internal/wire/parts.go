@@ -38,8 +38,8 @@ type PartsResponse interface {
 }
 
 // writeParts writes the parts of one response: byte parts through w, file parts with
-// w flushed first and then straight to nc (sendfile on Linux TCP connections, else
-// pread and write through w).
+// w flushed first and then straight to the socket (sendfile on Linux plaintext TCP
+// connections, else pread and write through w, as over TLS).
 func (c *conn) writeParts(w *bufio.Writer, parts []Part) error {
 	for i := range parts {
 		p := &parts[i]
@@ -52,7 +52,8 @@ func (c *conn) writeParts(w *bufio.Writer, parts []Part) error {
 		if p.Len == 0 {
 			continue
 		}
-		if tc, ok := c.nc.(*net.TCPConn); ok && sendfileSupported {
+		// Over TLS rw is a *tls.Conn: the bytes are read and written through it.
+		if tc, ok := c.rw.(*net.TCPConn); ok && sendfileSupported {
 			if err := w.Flush(); err != nil {
 				return err
 			}

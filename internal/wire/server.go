@@ -86,6 +86,8 @@ type Server struct {
 	// Limits bounds the connections and queued request bytes; shared by the Servers of
 	// a broker's client listeners, nil for none.
 	Limits *Limits
+	// Security is the listener's TLS and SASL (nil: PLAINTEXT).
+	Security *Security
 
 	mu       sync.Mutex
 	ln       net.Listener
@@ -200,9 +202,13 @@ func remoteIP(a net.Addr) string {
 
 type conn struct {
 	s       *Server
-	nc      net.Conn
-	ip      string // remoteIP, counted in s.Limits
-	copyBuf []byte // pread buffer of file parts when sendfile is not used
+	nc      net.Conn // the accepted socket: deadlines and Close
+	rw      net.Conn // what requests are read from and written to: nc, or TLS over it
+	ip      string   // remoteIP, counted in s.Limits
+	copyBuf []byte   // pread buffer of file parts when sendfile is not used
+	// principal is the connection's principal (Request.Principal).
+	principal string
+	auth      saslState
 }
 
 // reply is one response ready to write: the encoded frame in buf, or, for a
@@ -248,6 +254,17 @@ func (c *conn) run() {
 		s.mu.Unlock()
 		s.wg.Done()
 	}()
+	c.rw, c.principal = c.nc, AnonymousPrincipal
+	if sec := s.Security; sec != nil && sec.TLS != nil && !c.tlsHandshake() {
+		return
+	}
+	r := bufio.NewReaderSize(c.rw, 64*1024)
+	// Writes larger than the buffer go straight to the socket when it is empty, so
+	// multi-MiB Fetch responses are not copied through it.
+	w := bufio.NewWriterSize(c.rw, 64*1024)
+	if c.saslEnabled() && !c.authenticate(r, w) {
+		return
+	}
 	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()
 	ctx = context.WithValue(ctx, connectionKey{}, true)
@@ -255,7 +272,6 @@ func (c *conn) run() {
 	go func() {
 		defer close(frames)
 		defer cancel()
-		r := bufio.NewReaderSize(c.nc, 64*1024)
 		var sizeBuf [4]byte
 		for {
 			if _, err := io.ReadFull(r, sizeBuf[:]); err != nil {
@@ -289,9 +305,6 @@ func (c *conn) run() {
 			}
 		}
 	}()
-	// Writes larger than the buffer go straight to the socket when it is empty, so
-	// multi-MiB Fetch responses are not copied through it.
-	w := bufio.NewWriterSize(c.nc, 64*1024)
 	defer func() { // frames read but not served give their bytes back
 		cancel()
 		c.nc.Close() // unblocks the reader, which then closes frames
@@ -310,6 +323,11 @@ func (c *conn) run() {
 			putBuf(f.buf)
 		}
 		if err != nil {
+			if out.buf != nil { // a last answer before closing (a failed re-authentication)
+				if c.write(w, out) == nil {
+					w.Flush()
+				}
+			}
 			s.Logger.Info("closing connection", "remote", c.nc.RemoteAddr(), "reason", err)
 			return
 		}
@@ -332,53 +350,30 @@ func (c *conn) run() {
 }
 
 // serve decodes one frame, calls the handler and returns the response to write (a nil
-// buf for none). An error closes the connection, as Kafka does for undecodable
-// requests, unknown keys and unsupported versions (ApiVersions excepted).
+// buf for none). An error closes the connection (after writing the response when there
+// is one), as Kafka does for undecodable requests, unknown keys, unsupported versions
+// (ApiVersions excepted) and failed re-authentications.
 func (c *conn) serve(ctx context.Context, buf []byte) (reply, error) {
 	s := c.s
-	var h Header
-	h.Key = int16(binary.BigEndian.Uint16(buf[0:]))
-	h.Version = int16(binary.BigEndian.Uint16(buf[2:]))
-	h.CorrelationID = int32(binary.BigEndian.Uint32(buf[4:]))
-	rest := buf[8:]
-	// Client ID: nullable string with int16 length (header v1 and v2).
-	if len(rest) < 2 {
-		return reply{}, fmt.Errorf("truncated request header")
+	h, rest, err := parseHeader(buf)
+	if err != nil {
+		return reply{}, err
 	}
-	n := int16(binary.BigEndian.Uint16(rest))
-	rest = rest[2:]
-	if n > 0 {
-		if int(n) > len(rest) {
-			return reply{}, fmt.Errorf("truncated client ID")
-		}
-		h.ClientID = string(rest[:n])
-		rest = rest[n:]
-	}
-
 	if h.Key == 18 { // ApiVersions: answered here, falls back to v0 on unknown versions
 		out, err := c.apiVersions(h, rest)
 		return reply{buf: out}, err
 	}
-	if !s.Versions.Supported(h.Key, h.Version) {
-		name := kmsg.NameForKey(h.Key)
-		return reply{}, fmt.Errorf("unsupported request: key %d (%s) version %d", h.Key, name, h.Version)
-	}
-	req := s.NewRequest(h.Key)
-	if req == nil {
-		return reply{}, fmt.Errorf("unknown API key %d", h.Key)
-	}
-	req.SetVersion(h.Version)
-	flexible := req.IsFlexible()
-	if flexible {
-		var err error
-		if rest, err = skipTags(rest); err != nil {
-			return reply{}, fmt.Errorf("request header tagged fields: %w", err)
+	if c.saslEnabled() {
+		if out, handled, err := c.reauthenticate(h, rest); handled {
+			return reply{buf: out}, err
 		}
 	}
-	if err := decode(req, rest); err != nil {
-		return reply{}, fmt.Errorf("decoding %s v%d: %w", kmsg.NameForKey(h.Key), h.Version, err)
+	req, err := c.decodeRequest(h, rest)
+	if err != nil {
+		return reply{}, err
 	}
-	resp := s.Handler.Handle(ctx, &Request{Header: h, Body: req, Remote: c.nc.RemoteAddr(), Principal: AnonymousPrincipal})
+	flexible := req.IsFlexible()
+	resp := s.Handler.Handle(ctx, &Request{Header: h, Body: req, Remote: c.nc.RemoteAddr(), Principal: c.principal})
 	if resp == nil {
 		return reply{}, nil
 	}
@@ -393,6 +388,55 @@ func (c *conn) serve(ctx context.Context, buf []byte) (reply, error) {
 		rel.Release()
 	}
 	return reply{buf: out}, nil
+}
+
+// parseHeader decodes a request header (v1/v2 without its tagged fields) from a frame of
+// at least 8 bytes and returns the rest.
+func parseHeader(buf []byte) (Header, []byte, error) {
+	var h Header
+	h.Key = int16(binary.BigEndian.Uint16(buf[0:]))
+	h.Version = int16(binary.BigEndian.Uint16(buf[2:]))
+	h.CorrelationID = int32(binary.BigEndian.Uint32(buf[4:]))
+	rest := buf[8:]
+	// Client ID: nullable string with int16 length (header v1 and v2).
+	if len(rest) < 2 {
+		return h, nil, fmt.Errorf("truncated request header")
+	}
+	n := int16(binary.BigEndian.Uint16(rest))
+	rest = rest[2:]
+	if n > 0 {
+		if int(n) > len(rest) {
+			return h, nil, fmt.Errorf("truncated client ID")
+		}
+		h.ClientID = string(rest[:n])
+		rest = rest[n:]
+	}
+	return h, rest, nil
+}
+
+// decodeRequest decodes the body of a request with header h (rest is what follows the
+// client ID): an unsupported version, an unknown key or an undecodable body is an error.
+func (c *conn) decodeRequest(h Header, rest []byte) (kmsg.Request, error) {
+	s := c.s
+	if !s.Versions.Supported(h.Key, h.Version) {
+		name := kmsg.NameForKey(h.Key)
+		return nil, fmt.Errorf("unsupported request: key %d (%s) version %d", h.Key, name, h.Version)
+	}
+	req := s.NewRequest(h.Key)
+	if req == nil {
+		return nil, fmt.Errorf("unknown API key %d", h.Key)
+	}
+	req.SetVersion(h.Version)
+	if req.IsFlexible() {
+		var err error
+		if rest, err = skipTags(rest); err != nil {
+			return nil, fmt.Errorf("request header tagged fields: %w", err)
+		}
+	}
+	if err := decode(req, rest); err != nil {
+		return nil, fmt.Errorf("decoding %s v%d: %w", kmsg.NameForKey(h.Key), h.Version, err)
+	}
+	return req, nil
 }
 
 // decode runs ReadFrom, turning a panic on garbage input into an error.

@@ -1,11 +1,7 @@
 package clientconf
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
-	"os"
-	"regexp"
 	"strings"
 	"time"
 
@@ -13,6 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/kmirror/kmirror/internal/security"
 )
 
 // DefaultBootstrap is --bootstrap-server's default, as in Apache Kafka's tools' docs.
@@ -39,9 +37,9 @@ func Load(bootstrap, path string) ([]kgo.Opt, error) {
 // comma-separated host:port list) from the --command-config properties (security.protocol
 // PLAINTEXT, SASL_PLAINTEXT, SSL or SASL_SSL; sasl.mechanism PLAIN,
 // SCRAM-SHA-256 or SCRAM-SHA-512 with sasl.jaas.config or
-// sasl.username/sasl.password; ssl.truststore.location of a PEM file with
-// ssl.truststore.type=PEM): the seed brokers, TLS and SASL. Other keys are ignored, as
-// Kafka's tools do; the caller adds its client ID, timeouts and versions.
+// sasl.username/sasl.password; the ssl.* stores of internal/security: PEM, PKCS12 or
+// JKS): the seed brokers, TLS and SASL. Other keys are ignored, as Kafka's tools do; the
+// caller adds its client ID, timeouts and versions.
 func Options(bootstrap string, props []Property) ([]kgo.Opt, error) {
 	var seeds []string
 	for _, s := range strings.Split(bootstrap, ",") {
@@ -74,30 +72,28 @@ func Options(bootstrap string, props []Property) ([]kgo.Opt, error) {
 		return nil, fmt.Errorf("unsupported security.protocol %q", cfg["security.protocol"])
 	}
 	if useTLS {
-		tc := &tls.Config{MinVersion: tls.VersionTLS12}
-		if loc := cfg["ssl.truststore.location"]; loc != "" {
-			if t := strings.ToUpper(cfg["ssl.truststore.type"]); t != "PEM" {
-				return nil, fmt.Errorf("ssl.truststore.type %q is not supported, only PEM", cfg["ssl.truststore.type"])
+		tc, err := security.ClientTLSConfig(func(k string) string {
+			if v, ok := cfg[k]; ok {
+				return v
 			}
-			pem, err := os.ReadFile(loc)
-			if err != nil {
-				return nil, fmt.Errorf("ssl.truststore.location: %v", err)
+			if k == "ssl.endpoint.identification.algorithm" {
+				return "https" // Kafka's default
 			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("ssl.truststore.location %s holds no PEM certificate", loc)
-			}
-			tc.RootCAs = pool
-		}
-		if v, ok := cfg["ssl.endpoint.identification.algorithm"]; ok && v == "" {
-			tc.InsecureSkipVerify = true //nolint:gosec // Kafka's documented way to disable host name checks
+			return ""
+		})
+		if err != nil {
+			return nil, err
 		}
 		opts = append(opts, kgo.DialTLSConfig(tc))
 	}
 	if useSASL {
 		user, pass := cfg["sasl.username"], cfg["sasl.password"]
 		if jaas := cfg["sasl.jaas.config"]; jaas != "" {
-			user, pass = jaasOption(jaas, "username"), jaasOption(jaas, "password")
+			j, err := security.ParseJAAS(jaas)
+			if err != nil {
+				return nil, err
+			}
+			user, pass = j.Credentials()
 		}
 		mech := strings.ToUpper(cfg["sasl.mechanism"])
 		switch mech {
@@ -112,21 +108,6 @@ func Options(bootstrap string, props []Property) ([]kgo.Opt, error) {
 		}
 	}
 	return opts, nil
-}
-
-// jaasOption returns option name of a sasl.jaas.config value such as
-// `org.apache.kafka.common.security.plain.PlainLoginModule required
-// username="u" password="p";`.
-func jaasOption(jaas, name string) string {
-	re := regexp.MustCompile(`(?:^|\s)` + regexp.QuoteMeta(name) + `\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s;]+))`)
-	m := re.FindStringSubmatch(jaas)
-	if m == nil {
-		return ""
-	}
-	if m[1] != "" {
-		return strings.NewReplacer(`\"`, `"`, `\\`, `\`).Replace(m[1])
-	}
-	return m[2]
 }
 
 // Flags are --bootstrap-server and --command-config of a client command.

@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/kmirror/kmirror/internal/security"
 )
 
 func TestReadProperties(t *testing.T) {
@@ -31,7 +33,11 @@ func TestReadProperties(t *testing.T) {
 			t.Errorf("prop %d = %q, want %q", i, props[i], want[i])
 		}
 	}
-	if u, p := jaasOption(props[1].Value, "username"), jaasOption(props[1].Value, "password"); u != "u" || p != `p"q` {
+	j, err := security.ParseJAAS(props[1].Value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u, p := j.Credentials(); u != "u" || p != `p"q` {
 		t.Errorf("jaas user %q pass %q", u, p)
 	}
 }
