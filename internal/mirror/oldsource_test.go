@@ -153,3 +153,48 @@ func TestOldSourceFetchFallback(t *testing.T) {
 	e.waitCaughtUp(src, "m1", "old")
 	sameBatches(t, "old-0 after the truncation", sourceBatches(t, src, "old", 0), localBatches(t, e.localLog("old", 0)))
 }
+
+// TestSourceMetadataWithoutBrokers: a source broker that has no cluster metadata yet (a
+// ZooKeeper-based Kafka broker just restarted) answers Metadata with no broker and every
+// topic UNKNOWN_TOPIC_OR_PARTITION. However many such answers come, the mirror must not
+// take the topic for deleted (FAILED non-retryable): it keeps mirroring once the source
+// answers properly again.
+func TestSourceMetadataWithoutBrokers(t *testing.T) {
+	c, src := newKfake(t, kfake.SeedTopics(1, "restarting"))
+	addrs := c.ListenAddrs()
+	produce(t, addrs, "restarting", 50)
+	e := newEnv(t)
+	e.createMirror("m1", addrs[0])
+	e.startTopics("m1", "restarting")
+	e.waitCaughtUp(src, "m1", "restarting")
+
+	var mu sync.Mutex
+	empty := 0
+	c.ControlKey(kmsg.Metadata.Int16(), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		req := r.(*kmsg.MetadataRequest)
+		mu.Lock()
+		defer mu.Unlock()
+		if empty >= 4 || len(req.Topics) == 0 {
+			c.KeepControl()
+			return nil, nil, false // answered by kfake
+		}
+		c.KeepControl()
+		empty++
+		resp := req.ResponseKind().(*kmsg.MetadataResponse)
+		resp.ControllerID = -1
+		for _, rt := range req.Topics {
+			st := kmsg.NewMetadataResponseTopic()
+			st.Topic, st.ErrorCode = rt.Topic, kerr.UnknownTopicOrPartition.Code
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	// the mirror refreshes the source metadata every 300 ms (fastConfig)
+	eventually(t, func() string { return fmt.Sprintf("%d empty Metadata answers", empty) }, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return empty >= 4
+	})
+	produce(t, addrs, "restarting", 30)
+	e.waitCaughtUp(src, "m1", "restarting")
+}
