@@ -40,8 +40,9 @@ ROBUSTNESS_COUNT ?= 3
 robustness:
 	KMIRROR_ROBUSTNESS=1 $(GO) test -count=$(ROBUSTNESS_COUNT) -timeout 120m -v ./test/robustness/
 
-# interop runs test/interop against Apache Kafka 4.x (Java 17+ and mvn needed; the jars are
-# fetched once into .cache/kafka-VERSION/libs by test/interop/fetch-kafka.sh).
+# interop runs test/interop against Apache Kafka 4.3.1, and mirrors from 2.6.3 (ZooKeeper),
+# 3.9.1 and 4.4.0 sources (Java 17+ and mvn needed; the jars are fetched once into
+# .cache/kafka-VERSION[-broker]/libs by test/interop/fetch-kafka.sh).
 interop:
 	KMIRROR_INTEROP=1 $(GO) test -count=1 -timeout 20m ./test/interop/...
 

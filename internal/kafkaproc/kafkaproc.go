@@ -1,9 +1,11 @@
-// Package kafkaproc runs Apache Kafka 4.x from its jars, for the interoperability suite
+// Package kafkaproc runs Apache Kafka from its jars, for the interoperability suite
 // (test/interop) and the benchmark against Apache Kafka (bench/versus): `java -cp libs/*
-// class ...` commands with a WARN-level log4j2 configuration, and a single-node KRaft
-// broker (process.roles=broker,controller) on loopback, formatted with
-// kafka.tools.StorageTool, run with kafka.Kafka, ready once it answers a Metadata request,
-// stopped with SIGTERM.
+// class ...` commands with a WARN-level log configuration, and brokers on loopback: a
+// single-node KRaft broker (process.roles=broker,controller), formatted with
+// kafka.tools.StorageTool, or — for releases before 4.0 — a ZooKeeper-based broker
+// (zookeeper.connect, broker.id) next to a ZooKeeper server started from the same jars;
+// run with kafka.Kafka, ready once it answers a Metadata request, stopped with SIGTERM
+// (or killed with SIGKILL, and restarted on its data).
 //
 // The jars are not fetched here: test/interop/fetch-kafka.sh downloads them once and prints
 // their directory, which the caller passes as Java.Libs.
@@ -56,11 +58,14 @@ func NewJava(libs, dir string) (Java, error) {
 	return j, os.WriteFile(j.Log4j2, []byte(Log4j2YAML), 0o644)
 }
 
-// Command returns `java jvmOpts... -Dlog4j2.configurationFile=Log4j2 -cp Libs/* class
-// args...`, killed if ctx is done before it exits (as exec.CommandContext).
+// Command returns `java jvmOpts... -Dlog4j2.configurationFile=Log4j2
+// -Dorg.slf4j.simpleLogger.defaultLogLevel=warn -cp Libs/* class args...` (the second for
+// the slf4j 1.7 simple binding that test/interop/pom-broker.xml gives brokers before 4.0),
+// killed if ctx is done before it exits (as exec.CommandContext).
 func (j Java) Command(ctx context.Context, jvmOpts []string, class string, args ...string) *exec.Cmd {
 	a := append([]string{}, jvmOpts...)
-	a = append(a, "-Dlog4j2.configurationFile="+j.Log4j2, "-cp", filepath.Join(j.Libs, "*"), class)
+	a = append(a, "-Dlog4j2.configurationFile="+j.Log4j2, "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+		"-cp", filepath.Join(j.Libs, "*"), class)
 	return exec.CommandContext(ctx, "java", append(a, args...)...)
 }
 
@@ -95,8 +100,15 @@ func Ready(addr string) bool {
 	return err == nil && len(resp.Brokers) > 0
 }
 
-// BrokerConfig is a single-node KRaft broker to start.
+// BrokerConfig is a broker to start: a single-node KRaft broker, or with ZooKeeper set
+// a ZooKeeper-based one.
 type BrokerConfig struct {
+	// ZooKeeper is the host:port of a ZooKeeper server (StartZooKeeper): the broker is
+	// then ZooKeeper-based (Apache Kafka before 4.0), registered as broker.id NodeID, with
+	// no storage formatting (ClusterID and ToolJVM are unused).
+	ZooKeeper string
+	// NodeID is broker.id of a ZooKeeper-based broker; 0 means 1.
+	NodeID int
 	// Dir holds server.properties, the log directory Dir/data and the broker's stdout
 	// and stderr, Dir/kafka.log. It is created if missing.
 	Dir string
@@ -144,7 +156,30 @@ func ServerProperties(addr, ctrl, logDir string, extra ...string) string {
 	return strings.Join(lines, "\n") + "\n"
 }
 
-// Broker is a running kafka.Kafka process started by StartBroker.
+// ServerPropertiesZK returns the base server.properties of a ZooKeeper-based broker
+// (Apache Kafka before 4.0): broker.id nodeID, zookeeper.connect zk, its PLAINTEXT
+// listener on addr and its log directory logDir, with the same internal-topic and group
+// settings as ServerProperties and a short ZooKeeper session (a killed broker's
+// partitions move within seconds). extra lines follow the base ones.
+func ServerPropertiesZK(nodeID int, zk, addr, logDir string, extra ...string) string {
+	lines := append([]string{
+		fmt.Sprintf("broker.id=%d", nodeID),
+		"zookeeper.connect=" + zk,
+		"zookeeper.session.timeout.ms=6000",
+		"listeners=PLAINTEXT://" + addr,
+		"advertised.listeners=PLAINTEXT://" + addr,
+		"log.dirs=" + logDir,
+		"offsets.topic.replication.factor=1",
+		"transaction.state.log.replication.factor=1",
+		"transaction.state.log.min.isr=1",
+		"group.initial.rebalance.delay.ms=0",
+		"auto.create.topics.enable=false",
+	}, extra...)
+	return strings.Join(lines, "\n") + "\n"
+}
+
+// Broker is a running kafka.Kafka (or ZooKeeper) process started by StartBroker (or
+// StartZooKeeper).
 type Broker struct {
 	// Addr is the PLAINTEXT listener, "127.0.0.1:port".
 	Addr string
@@ -158,13 +193,22 @@ type Broker struct {
 	Startup time.Duration
 
 	done chan struct{}
+	// what Restart runs again
+	java    Java
+	jvm     []string
+	class   string
+	args    []string
+	ready   func(addr string) bool
+	timeout time.Duration
 }
 
-// StartBroker formats c.Dir (server.properties from ServerProperties with c.Props, two
-// free loopback ports) with kafka.tools.StorageTool format --standalone, starts kafka.Kafka
-// and waits until it answers Metadata (Ready, polled every 10 ms). Formatting is not part
-// of Startup. The error says which step failed, with the tool's output or the tail of
-// the broker's log; a broker that does not become ready within c.ReadyTimeout is stopped.
+// StartBroker starts a broker: for a KRaft one it formats c.Dir (server.properties from
+// ServerProperties with c.Props, two free loopback ports) with kafka.tools.StorageTool
+// format --standalone; a ZooKeeper-based one (c.ZooKeeper) gets ServerPropertiesZK and one
+// free port. It starts kafka.Kafka and waits until it answers Metadata (Ready, polled
+// every 10 ms). Formatting is not part of Startup. The error says which step failed, with
+// the tool's output or the tail of the broker's log; a broker that does not become ready
+// within c.ReadyTimeout is stopped.
 func StartBroker(j Java, c BrokerConfig) (*Broker, error) {
 	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
 		return nil, err
@@ -173,51 +217,115 @@ func StartBroker(j Java, c BrokerConfig) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctrl, err := FreeAddr()
-	if err != nil {
-		return nil, err
-	}
 	conf := filepath.Join(c.Dir, "server.properties")
-	if err := os.WriteFile(conf, []byte(ServerProperties(addr, ctrl, filepath.Join(c.Dir, "data"), c.Props...)), 0o644); err != nil {
+	var props string
+	if c.ZooKeeper != "" {
+		props = ServerPropertiesZK(max(c.NodeID, 1), c.ZooKeeper, addr, filepath.Join(c.Dir, "data"), c.Props...)
+	} else {
+		ctrl, err := FreeAddr()
+		if err != nil {
+			return nil, err
+		}
+		props = ServerProperties(addr, ctrl, filepath.Join(c.Dir, "data"), c.Props...)
+	}
+	if err := os.WriteFile(conf, []byte(props), 0o644); err != nil {
 		return nil, err
 	}
-	if err := format(j, c, conf); err != nil {
+	if c.ZooKeeper == "" {
+		if err := format(j, c, conf); err != nil {
+			return nil, err
+		}
+	}
+	b := &Broker{Addr: addr, LogPath: filepath.Join(c.Dir, "kafka.log"),
+		java: j, jvm: c.JVM, class: "kafka.Kafka", args: []string{conf}, ready: Ready, timeout: c.ReadyTimeout}
+	return b, b.start()
+}
+
+// StartZooKeeper starts a standalone ZooKeeper server (org.apache.zookeeper's
+// QuorumPeerMain, from the jars of an Apache Kafka release before 4.0) on a free loopback
+// port with its data in dir, ready once it accepts a TCP connection. Its Addr is the
+// zookeeper.connect of BrokerConfig.ZooKeeper.
+func StartZooKeeper(j Java, dir string, jvm []string) (*Broker, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	b := &Broker{Addr: addr, LogPath: filepath.Join(c.Dir, "kafka.log"), done: make(chan struct{})}
-	logf, err := os.Create(b.LogPath)
+	addr, err := FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	b.Cmd = j.Command(context.Background(), c.JVM, "kafka.Kafka", conf)
+	host, port, _ := net.SplitHostPort(addr)
+	conf := filepath.Join(dir, "zookeeper.properties")
+	props := strings.Join([]string{"dataDir=" + filepath.Join(dir, "data"), "clientPort=" + port,
+		"clientPortAddress=" + host, "admin.enableServer=false", "maxClientCnxns=0"}, "\n") + "\n"
+	if err := os.WriteFile(conf, []byte(props), 0o644); err != nil {
+		return nil, err
+	}
+	b := &Broker{Addr: addr, LogPath: filepath.Join(dir, "zookeeper.log"), java: j, jvm: jvm,
+		class: "org.apache.zookeeper.server.quorum.QuorumPeerMain", args: []string{conf}, ready: listening, timeout: time.Minute}
+	return b, b.start()
+}
+
+// listening reports whether addr accepts a TCP connection within a second.
+func listening(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err == nil {
+		c.Close()
+	}
+	return err == nil
+}
+
+// start runs the process and waits until it is ready; one that is not within its ready
+// timeout is stopped.
+func (b *Broker) start() error {
+	b.done = make(chan struct{})
+	logf, err := os.OpenFile(b.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	b.Cmd = b.java.Command(context.Background(), b.jvm, b.class, b.args...)
 	b.Cmd.Stdout, b.Cmd.Stderr = logf, logf
 	b.Started = time.Now()
 	if err := b.Cmd.Start(); err != nil {
 		logf.Close()
-		return nil, fmt.Errorf("start kafka.Kafka: %w", err)
+		return fmt.Errorf("start %s: %w", b.class, err)
 	}
-	go func() { b.Cmd.Wait(); logf.Close(); close(b.done) }()
-	limit := c.ReadyTimeout
+	done := b.done
+	go func() { b.Cmd.Wait(); logf.Close(); close(done) }()
+	limit := b.timeout
 	if limit <= 0 {
 		limit = 2 * time.Minute
 	}
 	deadline := b.Started.Add(limit)
 	for {
 		select {
-		case <-b.done:
-			return nil, fmt.Errorf("kafka.Kafka exited: %s", b.Tail())
+		case <-done:
+			return fmt.Errorf("%s exited: %s", b.class, b.Tail())
 		default:
 		}
-		if Ready(addr) {
+		if b.ready(b.Addr) {
 			b.Startup = time.Since(b.Started)
-			return b, nil
+			return nil
 		}
 		if time.Now().After(deadline) {
 			b.Stop()
-			return nil, fmt.Errorf("kafka.Kafka never answered Metadata within %s: %s", limit, b.Tail())
+			return fmt.Errorf("%s was not ready within %s: %s", b.class, limit, b.Tail())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// Restart starts the stopped or killed process again on its configuration and data (same
+// address) and waits until it is ready, as StartBroker does.
+func (b *Broker) Restart() error {
+	<-b.done
+	return b.start()
+}
+
+// Kill sends SIGKILL (kill -9: no controlled shutdown, no flush) and waits for the JVM to
+// exit.
+func (b *Broker) Kill() {
+	b.Cmd.Process.Kill()
+	<-b.done
 }
 
 // format runs StorageTool format on conf with c.ClusterID, or with a random UUID from

@@ -21,7 +21,7 @@ func TestNewJavaAndCommand(t *testing.T) {
 	}
 	cmd := j.Command(context.Background(), []string{"-Xmx256m", "-XX:+UseSerialGC"}, "kafka.tools.StorageTool", "random-uuid")
 	want := []string{"java", "-Xmx256m", "-XX:+UseSerialGC", "-Dlog4j2.configurationFile=" + filepath.Join(dir, "log4j2.yaml"),
-		"-cp", "/opt/kafka/libs/*", "kafka.tools.StorageTool", "random-uuid"}
+		"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", "/opt/kafka/libs/*", "kafka.tools.StorageTool", "random-uuid"}
 	if !slices.Equal(cmd.Args, want) {
 		t.Fatalf("args %q, want %q", cmd.Args, want)
 	}
@@ -43,6 +43,28 @@ func TestServerProperties(t *testing.T) {
 		}
 	}
 	if lines[len(lines)-1] != "num.partitions=1" {
+		t.Errorf("extra line not last:\n%s", p)
+	}
+}
+
+func TestServerPropertiesZK(t *testing.T) {
+	p := ServerPropertiesZK(2, "127.0.0.1:2181", "127.0.0.1:9092", "/d/data", "unclean.leader.election.enable=true")
+	lines := strings.Split(strings.TrimSuffix(p, "\n"), "\n")
+	for _, l := range []string{
+		"broker.id=2",
+		"zookeeper.connect=127.0.0.1:2181",
+		"listeners=PLAINTEXT://127.0.0.1:9092",
+		"advertised.listeners=PLAINTEXT://127.0.0.1:9092",
+		"log.dirs=/d/data",
+	} {
+		if !slices.Contains(lines, l) {
+			t.Errorf("missing %q in\n%s", l, p)
+		}
+	}
+	if slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, "process.roles=") }) {
+		t.Errorf("a ZooKeeper-based broker has no process.roles:\n%s", p)
+	}
+	if lines[len(lines)-1] != "unclean.leader.election.enable=true" {
 		t.Errorf("extra line not last:\n%s", p)
 	}
 }

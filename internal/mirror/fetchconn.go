@@ -37,6 +37,7 @@ type fetchConn struct {
 	corr    int32
 	wbuf    []byte
 	fetchV  int16     // Fetch version both sides speak
+	ofleV   int16     // OffsetForLeaderEpoch version both sides speak, −1 none
 	saslV   int16     // SaslAuthenticate version both sides speak
 	expires time.Time // SASL session end (KIP-368); zero: none
 	// throttleUntil: the source asked for no request before then (ThrottleTimeMs,
@@ -105,17 +106,23 @@ func (c *fetchConn) handshake(ctx context.Context, cfg *mirrorConfig) error {
 	stable := kversion.Stable()
 	ours, _ := stable.LookupMaxKeyVersion(kmsg.Fetch.Int16())
 	oursSASL, _ := stable.LookupMaxKeyVersion(kmsg.SASLAuthenticate.Int16())
-	c.fetchV, c.saslV = -1, -1
+	oursOFLE, _ := stable.LookupMaxKeyVersion(kmsg.OffsetForLeaderEpoch.Int16())
+	c.fetchV, c.ofleV, c.saslV = -1, -1, -1
 	for _, k := range avResp.ApiKeys {
 		switch k.ApiKey {
 		case kmsg.Fetch.Int16():
 			c.fetchV = min(k.MaxVersion, ours)
+		case kmsg.OffsetForLeaderEpoch.Int16():
+			c.ofleV = min(k.MaxVersion, oursOFLE)
 		case kmsg.SASLAuthenticate.Int16():
 			c.saslV = min(k.MaxVersion, oursSASL, 1) // v2 only adds flexible encoding
 		}
 	}
 	if c.fetchV < 4 {
 		return errors.New("the source broker does not serve Fetch v4 or later (record batches of magic 2)")
+	}
+	if c.fetchV < fetchDivergingEpochVersion && c.ofleV < 0 {
+		return errors.New("the source broker serves neither Fetch v12 nor OffsetForLeaderEpoch: source truncation could not be detected")
 	}
 	mech := cfg.mechanism()
 	if mech == nil {

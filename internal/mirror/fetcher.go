@@ -137,6 +137,9 @@ func (f *fetcher) fetchOnce(ctx context.Context, ps []*partition, pre *prefetch)
 	}
 	var resp *kmsg.FetchResponse
 	var offsets map[kafka.TopicPartition]int64
+	if pre != nil && f.conn != nil && f.conn.fetchV < fetchDivergingEpochVersion && f.anyNeedsEpochCheck(ps) {
+		pre = nil // a truncation check comes first: the fetch after it is sequential
+	}
 	if pre.valid(src, ps) {
 		resp, offsets = pre.wait(ctx, f)
 		if ctx.Err() != nil {
@@ -147,13 +150,19 @@ func (f *fetcher) fetchOnce(ctx context.Context, ps []*partition, pre *prefetch)
 	var buf []byte
 	var err error
 	if resp == nil {
-		req, noIDs, offs, pos := f.buildFetch(cfg, ps, nil)
-		if req == nil {
-			return false, nil
-		}
-		offsets, reqPos = offs, pos
 		var conn *fetchConn
 		if conn, err = f.connFor(ctx, cfg, src); err == nil {
+			if conn.fetchV < fetchDivergingEpochVersion {
+				// no DivergingEpoch from this source: OffsetForLeaderEpoch first
+				if ps = f.checkEpochs(ctx, cfg, conn, ps); len(ps) == 0 {
+					return false, nil
+				}
+			}
+			req, noIDs, offs, pos := f.buildFetch(cfg, ps, nil)
+			if req == nil {
+				return false, nil
+			}
+			offsets, reqPos = offs, pos
 			f.r.fetchRequests.Add(1)
 			resp = kmsg.NewPtrFetchResponse()
 			buf, err = conn.fetch(ctx, req, noIDs, resp, f.getBuf(), fetchTimeout(cfg))

@@ -328,6 +328,28 @@ func listOffsets(t *testing.T, cl *kgo.Client, topic string, ts int64) map[int32
 	return out
 }
 
+// partitionLeader returns the source leader of topic/partition from Metadata.
+func partitionLeader(t *testing.T, cl *kgo.Client, topic string, partition int32) int32 {
+	t.Helper()
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err != nil {
+		t.Fatalf("source metadata: %v", err)
+	}
+	for _, mt := range resp.Topics {
+		for _, p := range mt.Partitions {
+			if p.Partition == partition {
+				return p.Leader
+			}
+		}
+	}
+	t.Fatalf("source metadata: no %s-%d", topic, partition)
+	return -1
+}
+
 // batchAt is one record batch and its base offset.
 type batchAt struct {
 	offset int64
@@ -340,6 +362,7 @@ func sourceBatches(t *testing.T, cl *kgo.Client, topic string, partition int32) 
 	t.Helper()
 	start := listOffsets(t, cl, topic, -2)[partition]
 	end := listOffsets(t, cl, topic, -1)[partition]
+	leader := partitionLeader(t, cl, topic, partition)
 	var out []batchAt
 	off := start
 	for off < end {
@@ -355,7 +378,7 @@ func sourceBatches(t *testing.T, cl *kgo.Client, topic string, partition int32) 
 		ft.Partitions = append(ft.Partitions, fp)
 		req.Topics = append(req.Topics, ft)
 		pin := &fetchByName{req}
-		kresp, err := cl.Request(context.Background(), pin)
+		kresp, err := cl.Broker(int(leader)).Request(context.Background(), pin)
 		if err != nil {
 			t.Fatalf("source fetch: %v", err)
 		}

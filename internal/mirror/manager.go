@@ -232,7 +232,8 @@ func (m *Manager) reconcile() {
 			want[k] = true
 			p := m.parts[k]
 			if p == nil || p.mirror != t.Mirror.MirrorName || p.topicID != t.ID {
-				missing = append(missing, &partition{m: m, mirror: t.Mirror.MirrorName, topic: t.Name, topicID: t.ID, index: i})
+				missing = append(missing, &partition{m: m, mirror: t.Mirror.MirrorName, topic: t.Name, topicID: t.ID, index: i,
+					byName: t.Mirror.SourceTopicID == (metadata.TopicID{})})
 				delete(m.parts, k)
 				continue
 			}
@@ -291,6 +292,7 @@ func (m *Manager) takeOver(im *metadata.Image, ps []*partition) {
 func initPartition(p *partition, st *stateRecord) {
 	p.sourceHW.Store(-1)
 	p.leader.Store(-1)
+	p.srcLeaderEpoch.Store(-1)
 	p.newestTs.Store(-1)
 	if st == nil {
 		st = newStateRecord()

@@ -49,6 +49,16 @@ type partition struct {
 	lfe   int32
 	lfeAt int64
 	lfeOK bool
+	// the OffsetForLeaderEpoch truncation check of sources without Fetch v12
+	// (epochcheck.go): done against source broker epochCheckBroker at source leader epoch
+	// epochCheckEpoch while epochChecked; NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH
+	// clear it
+	epochChecked     bool
+	epochCheckBroker int32
+	epochCheckEpoch  int32
+	// byName: the source topic had no topic ID when the mirror started (Apache Kafka
+	// before 2.8), so it is fetched by name even once the source has IDs
+	byName bool
 	// leaderAligned: LOG_ALIGNMENT's own steps are done on this leader (lookups,
 	// truncation, start offset); it waits for its replicas (phase 2 of cluster.md §3).
 	// Cleared by every state change. waitWhy is the last reason logged for the wait.
@@ -58,6 +68,9 @@ type partition struct {
 	cur      atomic.Int32 // st.State, readable without mu (CheckWrite)
 	sourceHW atomic.Int64 // source HW from the latest fetch response (or start.offset=latest lookup), −1 unknown
 	leader   atomic.Int32 // source leader broker ID, −1 unknown
+	// srcLeaderEpoch is the source partition's leader epoch from the last source Metadata
+	// (v7+), −1 unknown: a change asks for the truncation check of epochcheck.go
+	srcLeaderEpoch atomic.Int32
 	// throttled: the topic's mirror.replication.throttled.replicas lists this partition
 	// on this broker, so its fetched bytes count against mirror.replication.throttled.rate
 	throttled atomic.Bool
@@ -311,8 +324,10 @@ func (p *partition) applyFetch(fr fetchResult) (needMeta bool) {
 	case 0:
 	case kerr.OffsetOutOfRange.Code:
 		return p.outOfRange(l, fr)
-	case kerr.NotLeaderForPartition.Code, kerr.LeaderNotAvailable.Code, kerr.FencedLeaderEpoch.Code,
-		kerr.UnknownLeaderEpoch.Code, kerr.ReplicaNotAvailable.Code, kerr.KafkaStorageError.Code,
+	case kerr.NotLeaderForPartition.Code, kerr.FencedLeaderEpoch.Code:
+		p.epochChecked = false // a source leader change: check for truncation before fetching (sources without Fetch v12)
+		return true
+	case kerr.LeaderNotAvailable.Code, kerr.UnknownLeaderEpoch.Code, kerr.ReplicaNotAvailable.Code, kerr.KafkaStorageError.Code,
 		kerr.UnknownTopicOrPartition.Code, kerr.UnknownTopicID.Code, kerr.InconsistentTopicID.Code,
 		kerr.NotCoordinator.Code, kerr.RequestTimedOut.Code:
 		return true
@@ -328,10 +343,7 @@ func (p *partition) applyFetch(fr fetchResult) (needMeta bool) {
 		if ep, end := l.EndOffsetForEpoch(de.Epoch); ep >= 0 && end >= 0 && end < target {
 			target = end
 		}
-		if err := p.truncateTo(l, target, fmt.Sprintf("source diverged at epoch %d end offset %d", de.Epoch, de.EndOffset)); err != nil {
-			p.fail("truncate to the source divergence point: "+err.Error(), false)
-		}
-		p.persist()
+		_ = p.truncateSourceDiverged(l, target, fmt.Sprintf("source diverged at epoch %d end offset %d", de.Epoch, de.EndOffset))
 		return false
 	}
 	if resp.LogStartOffset > l.LogEndOffset() {

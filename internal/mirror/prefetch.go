@@ -35,8 +35,9 @@ type prefetch struct {
 }
 
 // buildFetch builds a Fetch for ps at pos (nil: at each local LEO and last fetched
-// epoch). It returns nil when no partition can be fetched; noIDs is true when a topic
-// has no topic ID (the request must then be v12 or lower, addressing topics by name).
+// epoch). It returns nil when no partition can be fetched; noIDs is true when a source
+// topic has no topic ID (the request must then be v12 or lower, addressing topics by
+// name).
 func (f *fetcher) buildFetch(cfg *mirrorConfig, ps []*partition, pos map[*partition]fetchPos) (req *kmsg.FetchRequest, noIDs bool, offsets map[kafka.TopicPartition]int64, used map[*partition]fetchPos) {
 	req = kmsg.NewPtrFetchRequest()
 	req.ReplicaID = -1
@@ -62,7 +63,7 @@ func (f *fetcher) buildFetch(cfg *mirrorConfig, ps []*partition, pos map[*partit
 			fp = fetchPos{l.LogEndOffset(), p.lastFetchedEpoch(l)}
 			p.mu.Unlock()
 		}
-		if p.topicID == (metadata.TopicID{}) {
+		if p.topicID == (metadata.TopicID{}) || p.byName {
 			noIDs = true
 		}
 		i, ok := topicIdx[p.topic]

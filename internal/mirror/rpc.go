@@ -403,9 +403,14 @@ func (m *Manager) startTopic(ctx context.Context, mirror string, st *sourceTopic
 	n := int32(len(st.partitions))
 	want := &metadata.MirrorTopic{MirrorName: mirror, Desired: metadata.DesiredMirroring, SourceTopicID: st.id}
 	lt, exists := im.Topics[st.name]
+	noSourceID := st.id == (metadata.TopicID{}) // Apache Kafka before 2.8: no topic IDs
 	if !exists {
-		if err := m.local.CreateTopic(ctx, st.name, st.id, n, configs, want); err != nil {
-			if lt2, ok := m.local.Metadata().Image().Topics[st.name]; ok && lt2.ID != st.id {
+		id := st.id
+		if noSourceID {
+			id = metadata.NewTopicID() // the destination's own, as Kafka 2.8+ gives a topic that had none
+		}
+		if err := m.local.CreateTopic(ctx, st.name, id, n, configs, want); err != nil {
+			if lt2, ok := m.local.Metadata().Image().Topics[st.name]; ok && lt2.ID != id {
 				return newTopicError(kerr.TopicAlreadyExists.Code, "topic %s exists on the destination with topic ID %s, but the source topic ID is %s",
 					st.name, topicIDString(lt2.ID), topicIDString(st.id))
 			}
@@ -416,7 +421,12 @@ func (m *Manager) startTopic(ctx context.Context, mirror string, st *sourceTopic
 		switch {
 		case lt.Mirror != nil && lt.Mirror.MirrorName != mirror:
 			return newTopicError(mirrorproto.TopicAlreadyInClusterMirror, "topic %s is already a mirror topic of cluster mirror %s", st.name, lt.Mirror.MirrorName)
-		case lt.ID != st.id:
+		case noSourceID && (lt.Mirror == nil || lt.Mirror.SourceTopicID != st.id):
+			// only the name identifies the source topic: a topic of this mirror that was
+			// mirrored from a topic without ID is the same one, any other is refused
+			return newTopicError(kerr.TopicAlreadyExists.Code, "topic %s exists on the destination and the source topic has no topic ID (Apache Kafka before 2.8) to tell whether it is the same; delete or rename it first",
+				st.name)
+		case !noSourceID && lt.ID != st.id:
 			return newTopicError(kerr.TopicAlreadyExists.Code, "topic %s exists on the destination with topic ID %s, but the source topic ID is %s; delete or rename it first",
 				st.name, topicIDString(lt.ID), topicIDString(st.id))
 		case lt.Partitions != n:

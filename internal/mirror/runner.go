@@ -331,6 +331,7 @@ func (r *mirrorRT) refreshMeta(im *metadata.Image, mir *metadata.Mirror, parts [
 			}
 			if sp.ErrorCode == 0 && sp.Leader >= 0 {
 				p.leader.Store(sp.Leader)
+				p.srcLeaderEpoch.Store(sp.LeaderEpoch)
 			} else {
 				p.leader.Store(-1)
 			}

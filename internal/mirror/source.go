@@ -65,7 +65,14 @@ type sourceMeta struct {
 	missing map[string]bool
 }
 
-// metadata asks the source for topics (nil = all topics).
+// errNoSourceMetadata is a Metadata answer listing no broker: the answering source broker
+// has no cluster metadata yet (a ZooKeeper-based Kafka broker just restarted answers so
+// until its controller's first UpdateMetadata, with every topic UNKNOWN_TOPIC_OR_PARTITION).
+// Nothing in it is taken for the source's state; the caller retries.
+var errNoSourceMetadata = errors.New("the source broker answered Metadata without any broker: it has no cluster metadata yet")
+
+// metadata asks the source for topics (nil = all topics). An answer listing no broker is
+// errNoSourceMetadata.
 func (s *source) metadata(ctx context.Context, topics []string) (*sourceMeta, error) {
 	req := kmsg.NewPtrMetadataRequest()
 	if topics != nil {
@@ -80,13 +87,14 @@ func (s *source) metadata(ctx context.Context, topics []string) (*sourceMeta, er
 	if err != nil {
 		return nil, err
 	}
-	if len(resp.Brokers) > 0 {
-		addrs := make(map[int32]string, len(resp.Brokers))
-		for _, b := range resp.Brokers {
-			addrs[b.NodeID] = net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
-		}
-		s.brokers.Store(&addrs)
+	if len(resp.Brokers) == 0 {
+		return nil, errNoSourceMetadata
 	}
+	addrs := make(map[int32]string, len(resp.Brokers))
+	for _, b := range resp.Brokers {
+		addrs[b.NodeID] = net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
+	}
+	s.brokers.Store(&addrs)
 	m := &sourceMeta{topics: map[string]*sourceTopic{}, missing: map[string]bool{}}
 	if resp.ClusterID != nil {
 		m.clusterID = *resp.ClusterID

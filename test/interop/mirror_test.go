@@ -39,7 +39,17 @@ func waitMirrored(t *testing.T, admin, src *kgo.Client, mirror, topic string) {
 	t.Helper()
 	ends := endOffsets(t, src, topic)
 	var last []mirrorproto.DescribeClusterMirrorsResponsePartition
-	eventually(t, func() string { return fmt.Sprintf("%s: source ends %v, describe %+v", topic, ends, last) }, func() bool {
+	eventually(t, func() string {
+		var ps []string
+		for _, p := range last {
+			msg := ""
+			if p.ErrorMessage != nil {
+				msg = *p.ErrorMessage
+			}
+			ps = append(ps, fmt.Sprintf("%d: %s at %d (%q)", p.PartitionIndex, p.State, p.DestinationOffset, msg))
+		}
+		return fmt.Sprintf("%s: source ends %v, describe %v", topic, ends, ps)
+	}, func() bool {
 		last = describeMirror(t, admin, mirror)[topic]
 		if len(last) != len(ends) {
 			return false
@@ -55,12 +65,14 @@ func waitMirrored(t *testing.T, admin, src *kgo.Client, mirror, topic string) {
 
 // compareLogs asserts that every partition of topic holds the same batches (bytes and
 // offsets), log start offset, high watermark, last stable offset and aborted transactions
-// on the Apache Kafka source and on kmirror, and that the topic IDs match.
+// on the Apache Kafka source and on kmirror, and that the topic IDs match (a source
+// without topic IDs, Apache Kafka before 2.8: kmirror's topic has one of its own).
 func compareLogs(t *testing.T, src, dst *kgo.Client, topic string) []partitionLog {
 	t.Helper()
 	var logs []partitionLog
 	sm, dm := metadata(t, src, topic)[topic], metadata(t, dst, topic)[topic]
-	if sm.ID != dm.ID || sm.Partitions != dm.Partitions {
+	idsOK := sm.ID == dm.ID || sm.ID == [16]byte{} && dm.ID != [16]byte{}
+	if !idsOK || sm.Partitions != dm.Partitions {
 		t.Fatalf("%s: source topic ID %x with %d partitions, kmirror %x with %d", topic, sm.ID, sm.Partitions, dm.ID, dm.Partitions)
 	}
 	for p := int32(0); p < sm.Partitions; p++ {
@@ -112,8 +124,13 @@ func recordCount(l partitionLog) (n int64) {
 // compacted by Kafka's log cleaner; then asserts identical batches, offsets, topic IDs,
 // log start offsets, high watermarks, last stable offsets and aborted transaction lists.
 func TestMirrorFromApacheKafka(t *testing.T) {
-	src := kafkaSource(t)
-	scl := newClient(t, src.Addr, manualPartitions)
+	mirrorScenario(t, kafkaSource(t).Addr)
+}
+
+// mirrorScenario is TestMirrorFromApacheKafka against the Apache Kafka broker at srcAddr
+// (also run against older releases by TestMirrorFromKafkaReleases).
+func mirrorScenario(t *testing.T, srcAddr string) {
+	scl := newClient(t, srcAddr, manualPartitions)
 	var topics []string
 	topic := func(name string, partitions int32, configs map[string]string) string {
 		createTopic(t, scl, name, partitions, configs)
@@ -141,13 +158,13 @@ func TestMirrorFromApacheKafka(t *testing.T) {
 		produce(t, scl, plain, p, values(fmt.Sprintf("p%d", p), 30)...)
 	}
 	nonIdem := topic("mk-non-idempotent", 1, nil)
-	produce(t, newClient(t, src.Addr, kgo.DisableIdempotentWrite(), kgo.RequiredAcks(kgo.LeaderAck())), nonIdem, 0, values("n", 10)...)
+	produce(t, newClient(t, srcAddr, kgo.DisableIdempotentWrite(), kgo.RequiredAcks(kgo.LeaderAck())), nonIdem, 0, values("n", 10)...)
 	for _, c := range []struct {
 		name  string
 		codec kgo.CompressionCodec
 	}{{"gzip", kgo.GzipCompression()}, {"snappy", kgo.SnappyCompression()}, {"lz4", kgo.Lz4Compression()}, {"zstd", kgo.ZstdCompression()}} {
 		name := topic("mk-"+c.name, 1, map[string]string{"compression.type": c.name})
-		cl := newClient(t, src.Addr, kgo.ProducerBatchCompression(c.codec))
+		cl := newClient(t, srcAddr, kgo.ProducerBatchCompression(c.codec))
 		produce(t, cl, name, 0, values(c.name, 40)...)
 		produce(t, cl, name, 0, values(c.name+"-2", 15)...)
 	}
@@ -156,7 +173,7 @@ func TestMirrorFromApacheKafka(t *testing.T) {
 	deleteRecords(t, scl, deleted, 0, 7)
 
 	txn := topic("mk-transactions", 2, nil)
-	tcl := newClient(t, src.Addr, manualPartitions, kgo.TransactionalID("interop-txn"))
+	tcl := newClient(t, srcAddr, manualPartitions, kgo.TransactionalID("interop-txn"))
 	for i, commit := range []bool{true, false, true, false, true} {
 		if err := tcl.BeginTransaction(); err != nil {
 			t.Fatal(err)
@@ -180,7 +197,7 @@ func TestMirrorFromApacheKafka(t *testing.T) {
 
 	dst := brokertest.Start(t, nil)
 	admin := mirrorAdmin(t, dst.Addr())
-	dst.MirrorFrom(ctxT(t), "from-kafka", src.Addr, topics...)
+	dst.MirrorFrom(ctxT(t), "from-kafka", srcAddr, topics...)
 	// more records after the start: the mirror follows the source's tail
 	produce(t, scl, plain, 1, values("tail", 25)...)
 	if err := tcl.BeginTransaction(); err != nil {
@@ -258,14 +275,20 @@ func stopMirrorTopics(t *testing.T, admin *kgo.Client, mirror string, topics ...
 // on kmirror reads exactly the records the group had not consumed, and Kafka's console
 // producer can write to the now-writable topic.
 func TestMirrorGroupFailoverFromApacheKafka(t *testing.T) {
-	src := kafkaSource(t)
-	scl := newClient(t, src.Addr, manualPartitions)
+	groupFailoverScenario(t, kafkaSource(t).Addr)
+}
+
+// groupFailoverScenario is TestMirrorGroupFailoverFromApacheKafka against the Apache
+// Kafka broker at srcAddr (also run against older releases by
+// TestMirrorFromKafkaReleases).
+func groupFailoverScenario(t *testing.T, srcAddr string) {
+	scl := newClient(t, srcAddr, manualPartitions)
 	const topic, group = "mg-orders", "mg-app"
 	createTopic(t, scl, topic, 2, nil)
 	for p := int32(0); p < 2; p++ {
 		produce(t, scl, topic, p, groupValues(p, 0, 20)...)
 	}
-	out := tool(t, "", consoleConsumer, "--bootstrap-server", src.Addr, "--topic", topic, "--group", group,
+	out := tool(t, "", consoleConsumer, "--bootstrap-server", srcAddr, "--topic", topic, "--group", group,
 		"--from-beginning", "--max-messages", "40", "--timeout-ms", "60000")
 	if n := len(strings.Fields(out)); n != 40 {
 		t.Fatalf("source group read %d records, want 40:\n%s", n, out)
@@ -276,7 +299,7 @@ func TestMirrorGroupFailoverFromApacheKafka(t *testing.T) {
 
 	dst := brokertest.Start(t, nil)
 	admin := mirrorAdmin(t, dst.Addr())
-	dst.MirrorFrom(ctxT(t), "groups-from-kafka", src.Addr, topic)
+	dst.MirrorFrom(ctxT(t), "groups-from-kafka", srcAddr, topic)
 	waitMirrored(t, admin, scl, "groups-from-kafka", topic)
 	dcl := dst.Client()
 	var got string
