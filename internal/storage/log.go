@@ -41,7 +41,10 @@ type Log struct {
 	recoveryPoint int64
 	lastFlush     time.Time
 	cleanedTo     int64 // first dirty offset: the cleaner's checkpoint (Kafka's cleaner-offset-checkpoint)
-	horizon       int64 // earliest delete horizon (ms) of a retained tombstone, 0 when none
+	// persistLogStart writes the log start offset to disk (the Manager's
+	// log-start-offset-checkpoint); nil for a log opened without a Manager.
+	persistLogStart func() error
+	horizon         int64 // earliest delete horizon (ms) of a retained tombstone, 0 when none
 
 	rw   sync.RWMutex // segs against readers; written only with mu held
 	segs []*segment

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -42,6 +43,11 @@ type Manager struct {
 	logStarts     map[kafka.TopicPartition]int64
 	hws           map[kafka.TopicPartition]int64
 	checkpointsMu sync.Mutex
+	// Requests for and writes of log-start-offset-checkpoint (checkpointLogStarts):
+	// logStartReqs counts requests, logStartsDone the requests the last write covered
+	// (checkpointsMu).
+	logStartReqs  atomic.Int64
+	logStartsDone int64
 	// brokerEpoch is written into the clean-shutdown marker (SetBrokerEpoch);
 	// prevEpoch is the one read from it at open, −1 when none.
 	brokerEpoch, prevEpoch int64
@@ -165,6 +171,7 @@ func (m *Manager) Open(topic string, partition int32, topicID [16]byte, cfg Conf
 	if err != nil {
 		return nil, err
 	}
+	l.persistLogStart = m.checkpointLogStarts
 	m.logs[tp] = l
 	return l, nil
 }
@@ -331,7 +338,7 @@ func (m *Manager) RunBackground(ctx context.Context, c BackgroundConfig) {
 func (m *Manager) writeCheckpoints(logs map[kafka.TopicPartition]*Log, withRecovery bool) error {
 	m.checkpointsMu.Lock()
 	defer m.checkpointsMu.Unlock()
-	if err := m.writeOffsets(logStartCheckpoint, m.logStarts, logs, (*Log).LogStartOffset); err != nil {
+	if err := m.writeLogStarts(logs); err != nil {
 		return err
 	}
 	if !withRecovery {
@@ -346,6 +353,32 @@ func (m *Manager) writeCheckpoints(logs map[kafka.TopicPartition]*Log, withRecov
 		defer l.mu.Unlock()
 		return l.recoveryPoint
 	})
+}
+
+// checkpointLogStarts writes log-start-offset-checkpoint with the log start of every
+// open log as it is at the call or later, the way a log advancing its log start makes it
+// durable (Kafka checkpoints it in LogManager.checkpointLogStartOffsetsInDir). Concurrent
+// callers share one write: a caller whose request an in-progress write did not cover
+// waits for the next, which covers every request made before it began.
+func (m *Manager) checkpointLogStarts() error {
+	req := m.logStartReqs.Add(1)
+	m.checkpointsMu.Lock()
+	defer m.checkpointsMu.Unlock()
+	if m.logStartsDone >= req {
+		return nil
+	}
+	return m.writeLogStarts(m.openLogs())
+}
+
+// writeLogStarts writes log-start-offset-checkpoint for logs (and the kept entries of
+// the partitions not open). checkpointsMu held.
+func (m *Manager) writeLogStarts(logs map[kafka.TopicPartition]*Log) error {
+	covered := m.logStartReqs.Load() // every request made so far stored its log start before
+	if err := m.writeOffsets(logStartCheckpoint, m.logStarts, logs, (*Log).LogStartOffset); err != nil {
+		return err
+	}
+	m.logStartsDone = covered
+	return nil
 }
 
 // checkpointHighWatermarks writes replication-offset-checkpoint, the high watermark of
