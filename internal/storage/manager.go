@@ -23,13 +23,14 @@ const (
 	recoveryPointCheckpoint     = "recovery-point-offset-checkpoint"
 	logStartCheckpoint          = "log-start-offset-checkpoint"
 	replicationOffsetCheckpoint = "replication-offset-checkpoint"
+	cleanerOffsetCheckpoint     = "cleaner-offset-checkpoint"
 	cleanShutdownFile           = ".kafka_cleanshutdown"
 	partitionMetadataFile       = "partition.metadata"
 )
 
 // Manager owns one log directory (Apache Kafka's LogManager): the partition logs in it,
-// the recovery-point, log-start and high-watermark (replication-offset) checkpoints and
-// the clean-shutdown marker.
+// the recovery-point, log-start, high-watermark (replication-offset) and cleaner-offset
+// checkpoints and the clean-shutdown marker.
 type Manager struct {
 	dir    string
 	logger *slog.Logger
@@ -42,6 +43,7 @@ type Manager struct {
 	// of the logs opened, and the entries kept for partitions not opened in this run.
 	logStarts     map[kafka.TopicPartition]int64
 	hws           map[kafka.TopicPartition]int64
+	cleanedTo     map[kafka.TopicPartition]int64 // cleaner-offset-checkpoint
 	checkpointsMu sync.Mutex
 	// Requests for and writes of log-start-offset-checkpoint (checkpointLogStarts):
 	// logStartReqs counts requests, logStartsDone the requests the last write covered
@@ -94,6 +96,10 @@ func OpenManager(dir string, logger *slog.Logger) (*Manager, error) {
 	if m.hws, err = readOffsetsCheckpoint(filepath.Join(dir, replicationOffsetCheckpoint)); err != nil {
 		logger.Warn("ignoring unreadable checkpoint", "err", err)
 		m.hws = map[kafka.TopicPartition]int64{}
+	}
+	if m.cleanedTo, err = readOffsetsCheckpoint(filepath.Join(dir, cleanerOffsetCheckpoint)); err != nil {
+		logger.Warn("ignoring unreadable checkpoint", "err", err)
+		m.cleanedTo = map[kafka.TopicPartition]int64{}
 	}
 	if m.clean {
 		if err := os.Remove(marker); err != nil {
@@ -172,6 +178,11 @@ func (m *Manager) Open(topic string, partition int32, topicID [16]byte, cfg Conf
 		return nil, err
 	}
 	l.persistLogStart = m.checkpointLogStarts
+	if ck, ok := m.cleanedTo[tp]; ok && ck <= l.LogEndOffset() {
+		// Beyond the LEO (a tail lost since) the whole log is dirty again, as in
+		// Kafka's LogCleanerManager.cleanableOffsets; Clean never starts below the log start.
+		l.cleanedTo.Store(ck)
+	}
 	m.logs[tp] = l
 	return l, nil
 }
@@ -217,6 +228,7 @@ func (m *Manager) Delete(topic string, partition int32) error {
 	delete(m.recoveryPts, tp)
 	delete(m.logStarts, tp)
 	delete(m.hws, tp)
+	delete(m.cleanedTo, tp)
 	m.mu.Unlock()
 	if l != nil {
 		if err := l.Delete(); err != nil {
@@ -381,6 +393,15 @@ func (m *Manager) writeLogStarts(logs map[kafka.TopicPartition]*Log) error {
 	return nil
 }
 
+// checkpointCleanerOffsets writes cleaner-offset-checkpoint: each open log's first
+// dirty offset, and the kept entries of the partitions not open (Kafka's
+// LogCleanerManager.updateCheckpoints).
+func (m *Manager) checkpointCleanerOffsets(logs map[kafka.TopicPartition]*Log) error {
+	m.checkpointsMu.Lock()
+	defer m.checkpointsMu.Unlock()
+	return m.writeOffsets(cleanerOffsetCheckpoint, m.cleanedTo, logs, func(l *Log) int64 { return l.cleanedTo.Load() })
+}
+
 // checkpointHighWatermarks writes replication-offset-checkpoint, the high watermark of
 // every log (Kafka's ReplicaManager.checkpointHighWatermarks).
 func (m *Manager) checkpointHighWatermarks(logs map[kafka.TopicPartition]*Log) error {
@@ -408,8 +429,8 @@ func (m *Manager) writeOffsets(name string, kept map[kafka.TopicPartition]int64,
 }
 
 // Close flushes and closes every log (each writing a producer snapshot at its LEO), then
-// writes recovery-point-offset-checkpoint, log-start-offset-checkpoint and
-// replication-offset-checkpoint and marks the directory cleanly shut down
+// writes recovery-point-offset-checkpoint, log-start-offset-checkpoint,
+// replication-offset-checkpoint and cleaner-offset-checkpoint and marks the directory cleanly shut down
 // (.kafka_cleanshutdown), so the next OpenManager skips recovery.
 func (m *Manager) Close() error {
 	m.mu.Lock()
@@ -436,6 +457,9 @@ func (m *Manager) Close() error {
 		return err
 	}
 	if err := m.checkpointHighWatermarks(logs); err != nil {
+		return err
+	}
+	if err := m.checkpointCleanerOffsets(logs); err != nil {
 		return err
 	}
 	marker, _ := json.Marshal(cleanShutdown{BrokerEpoch: m.brokerEpoch})

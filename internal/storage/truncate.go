@@ -35,6 +35,8 @@ func (l *Log) truncate(offset int64, fence bool) error {
 	if offset >= l.leo.Load() {
 		return nil
 	}
+	l.segsGen++
+	l.cleanedTo.Store(min(l.cleanedTo.Load(), offset)) // Kafka's maybeTruncateCheckpoint
 	keep := l.LeaderEpoch()
 	if fence {
 		keep++
@@ -202,6 +204,8 @@ func (l *Log) truncateFullyLocked(offset int64, keep int32) error {
 	if offset < 0 {
 		return fmt.Errorf("%w: negative offset %d", ErrOffsetOutOfRange, offset)
 	}
+	l.segsGen++
+	l.cleanedTo.Store(min(l.cleanedTo.Load(), offset))
 	l.rw.Lock()
 	if err := l.noteTruncation(min(offset, l.leo.Load()), keep, -1); err != nil {
 		l.rw.Unlock()
@@ -305,6 +309,7 @@ func (l *Log) AdvanceLogStartOffset(offset int64) error {
 // cache and producer state from the start.
 func (l *Log) deleteOldestLocked(n int) error {
 	if n > 0 {
+		l.segsGen++
 		l.rw.Lock()
 		old := append([]*segment(nil), l.segs[:n]...)
 		l.segs = append(l.segs[:0:0], l.segs[n:]...)
