@@ -61,9 +61,10 @@ type CleanResult struct {
 // passed, or when force is set. Each cleaned record keeps its offset; batches of
 // aborted transactions and, after delete.retention.ms, the markers of transactions with
 // no data left are removed; see docs/compaction.md for the retention rules. The log's
-// append lock is held to plan the pass and to swap the cleaned segments in, not while
-// segments are read and written: a truncation or segment deletion meanwhile abandons
-// the pass (Cleaned false, no error), as Kafka's abortAndPauseCleaning.
+// append lock is held to plan the pass and to swap each cleaned segment group in, not
+// while segments are read and written: a truncation or segment deletion meanwhile
+// abandons the rest of the pass (Cleaned false, no error; the groups already swapped
+// stay), as Kafka's abortAndPauseCleaning.
 func (l *Log) Clean(nowMs int64, force bool) (CleanResult, error) {
 	l.cleanMu.Lock()
 	defer l.cleanMu.Unlock()
@@ -78,21 +79,23 @@ func (l *Log) Clean(nowMs int64, force bool) (CleanResult, error) {
 			os.Remove(g.path + cleanedSuffix) // left only by a failed or abandoned pass
 		}
 	}()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed.Load() {
-		return res, ErrClosed
-	}
-	if l.segsGen != c.gen {
-		return res, nil // truncated or segments deleted meanwhile: clean again later
-	}
 	if err != nil {
+		if ok, lerr := c.stillPlanned(); !ok || lerr != nil {
+			return res, lerr // abandoned: a truncation or deletion made the error moot
+		}
 		return res, err
 	}
+	// Each group is swapped in under the lock on its own, as Kafka's replaceSegments, so
+	// an append waits for one group's swap at most.
 	for _, g := range groups {
-		if err := c.swap(g); err != nil {
+		if ok, err := c.swapLocked(g); !ok || err != nil {
 			return res, err
 		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if ok, err := c.stillPlannedLocked(); !ok || err != nil {
+		return res, err // truncated after the last swap: the truncation set the checkpoint
 	}
 	res.Cleaned = true
 	res.BytesBefore, res.BytesAfter, res.RecordsRemoved = c.before, c.after, c.removed
@@ -487,6 +490,32 @@ func (c *cleaning) cleanInto(g []cleanSource) ([]AbortedTxn, error) {
 	}
 	c.after += written
 	return txns.kept, nil
+}
+
+// stillPlanned reports, under the append lock, whether the log is as the pass planned
+// it (no truncation or segment deletion since); ErrClosed once the log is closed.
+func (c *cleaning) stillPlanned() (bool, error) {
+	c.l.mu.Lock()
+	defer c.l.mu.Unlock()
+	return c.stillPlannedLocked()
+}
+
+func (c *cleaning) stillPlannedLocked() (bool, error) {
+	if c.l.closed.Load() {
+		return false, ErrClosed
+	}
+	return c.l.segsGen == c.gen, nil
+}
+
+// swapLocked takes the append lock and swaps g in, when the log is still as planned;
+// false when it is not (the pass is abandoned).
+func (c *cleaning) swapLocked(g cleanedGroup) (bool, error) {
+	c.l.mu.Lock()
+	defer c.l.mu.Unlock()
+	if ok, err := c.stillPlannedLocked(); !ok || err != nil {
+		return false, err
+	}
+	return true, c.swap(g)
 }
 
 // swap replaces the segments of g by their cleaned segment, crash safely: .log.cleaned
