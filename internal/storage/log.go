@@ -43,7 +43,7 @@ type Log struct {
 	// persistLogStart writes the log start offset to disk (the Manager's
 	// log-start-offset-checkpoint); nil for a log opened without a Manager.
 	persistLogStart func() error
-	horizon         int64 // earliest delete horizon (ms) of a retained tombstone, 0 when none
+	horizon         int64 // earliest delete horizon (ms) of a retained tombstone or marker, 0 when none
 
 	// segsGen counts the changes to segs other than appends and rolls (truncations,
 	// deletions): a cleaning pass planned at one generation swaps only at the same.

@@ -271,9 +271,9 @@ func (l *Log) persistLogStartLocked() error {
 // or the source's log start on a mirror, spec section 3); lower values are ignored.
 // The new log start is on disk (log-start-offset-checkpoint) before this returns and
 // before any segment is deleted, so a crash never brings deleted records back; a failed
-// checkpoint write is returned and deletes nothing. Segments wholly below it are deleted (never the active one), the epoch cache is
-// truncated from the start, producers with no batch left are evicted and the snapshots
-// below the first segment left are deleted. offset above the high watermark is
+// checkpoint write is returned and deletes nothing. Segments wholly below it are deleted
+// (never the active one), the epoch cache is truncated from the start, producers with no
+// batch left are evicted and the snapshots below the first segment left are deleted. offset above the high watermark is
 // ErrOffsetOutOfRange, as in Kafka (without an external HW, the LEO): the log start never
 // passes the HW, so nothing uncommitted is deleted.
 func (l *Log) AdvanceLogStartOffset(offset int64) error {
@@ -348,7 +348,8 @@ func (l *Log) deleteOldestLocked(n int) error {
 // active segment nor one holding offsets at or above the high watermark (Kafka's
 // deleteRetentionMsBreachedSegments and deleteRetentionSizeBreachedSegments, through
 // deletableSegments), and advances the log start, on disk before any segment is
-// deleted. It returns the number of segments deleted. A no-op unless cleanup.policy includes delete.
+// deleted. It returns the number of segments deleted. A no-op unless cleanup.policy
+// includes delete.
 func (l *Log) ApplyRetention(nowMs int64) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
