@@ -335,6 +335,12 @@ func (p *partition) applyFetch(fr fetchResult) (needMeta bool) {
 		p.fail(fmt.Sprintf("fetch from the source: %v", kerr.ErrorForCode(resp.ErrorCode)), false)
 		return false
 	}
+	if p.st.RetryAttempt > 0 {
+		// a successful fetch, with data or not: the source is back, and the next failure
+		// starts from retry 0 and the initial backoff
+		p.st.RetryAttempt = 0
+		p.persist()
+	}
 	if resp.HighWatermark >= 0 {
 		p.sourceHW.Store(resp.HighWatermark)
 	}
@@ -438,9 +444,6 @@ func (p *partition) appendBatches(l *storage.Log, data []byte) error {
 		p.batchesAppended.Add(1)
 		p.recordsAppended.Add(records)
 		p.newestTs.Store(newestTs)
-		if p.st.RetryAttempt > 0 {
-			p.st.RetryAttempt = 0 // progress: the failure budget starts again
-		}
 	}
 	if advanceTo > 0 {
 		if err := p.part.AdvanceLogStartOffset(advanceTo); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -18,8 +19,9 @@ import (
 // mirrorRT runs one cluster mirror: its source connection, the periodic source metadata
 // refresh (leaders, topic deletion and recreation, partition growth, cluster ID check,
 // topics.include discovery), the partition state machine (spec section 4) and the
-// assignment of MIRRORING partitions to fetchers. One goroutine drives it; RPC handlers
-// change desired states in the metadata log and kick it.
+// assignment of MIRRORING partitions to fetchers. One goroutine drives it (the
+// partitions that talk to the source in LOG_ALIGNMENT on helpers it waits for); RPC
+// handlers change desired states in the metadata log and kick it.
 type mirrorRT struct {
 	m    *Manager
 	name string
@@ -181,22 +183,54 @@ func (r *mirrorRT) tick() time.Duration {
 			r.requestMetaLater()
 		}
 	}
+	// Partitions that may talk to the source (LOG_ALIGNMENT and what leads to it: a
+	// retry from FAILED, a start, a failback) are driven concurrently, up to
+	// alignConcurrency at a time: each waits for its source lookups, up to
+	// request.timeout.ms while the source is unreachable, and one after another they
+	// would take that long each. The others are driven here, in order.
+	var wg sync.WaitGroup
+	var waitMu sync.Mutex
+	note := func(d time.Duration) {
+		if d > 0 {
+			waitMu.Lock()
+			wait = min(wait, d)
+			waitMu.Unlock()
+		}
+	}
+	sem := make(chan struct{}, alignConcurrency)
 	for _, p := range parts {
 		if r.ctx.Err() != nil {
-			return wait
+			break
 		}
 		if r.m.local.Metadata().Image().Mirrors[r.name] != mir {
 			// the mirror's configs changed (an unreachable source makes every LOG_ALIGNMENT
 			// wait for request.timeout.ms): apply them before driving further partitions
+			wg.Wait()
 			return time.Millisecond
 		}
-		if d := r.drive(p, im, mir); d > 0 {
-			wait = min(wait, d)
+		switch p.state() {
+		case mirrorproto.StateLogAlignment, mirrorproto.StateFailed, mirrorproto.StateUnknown, mirrorproto.StateStopped:
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				note(r.drive(p, im, mir))
+			}()
+		default:
+			note(r.drive(p, im, mir))
 		}
+	}
+	wg.Wait()
+	if r.ctx.Err() != nil {
+		return wait
 	}
 	r.assign(parts)
 	return max(wait, time.Millisecond)
 }
+
+// alignConcurrency bounds the partitions of one mirror driven at once through
+// LOG_ALIGNMENT (each sends its own lookups to the source).
+const alignConcurrency = 32
 
 func (r *mirrorRT) requestMetaLater() {
 	select {

@@ -429,8 +429,8 @@ func TestCleanRecompressesWithSameCodec(t *testing.T) {
 	for codec := int8(1); codec <= 4; codec++ {
 		b := kvBatch(t, codec, 5, record.BatchHeader{ProducerID: -1, BaseSequence: -1},
 			[]record.KV{{Key: []byte("a"), Value: []byte("1")}, {Key: []byte("b"), Value: []byte("2")}, {Key: []byte("a"), Value: []byte("3")}})
-		c := &cleaning{keys: map[string]int64{"a": 2, "b": 1}, lastData: map[int64]int64{}, l: &Log{cfg: compactConfig()}}
-		out, err := c.filterBatch(b, false)
+		c := &cleaning{keys: map[string]int64{"a": 2, "b": 1}, lastRecords: map[int64]lastRecord{}, l: &Log{cfg: compactConfig()}}
+		out, err := c.filterBatch(b, newTxnCleaning(nil), false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -447,6 +447,245 @@ func TestCleanRecompressesWithSameCodec(t *testing.T) {
 		}
 		if fmt.Sprint(offs) != "[1 2]" {
 			t.Fatalf("codec %d: offsets %v", codec, offs)
+		}
+	}
+}
+
+// batchView is what a test asserts of a batch in the log: its offsets, whether it is a
+// control batch, its producer and its record count.
+type batchView struct {
+	base, last int64
+	control    bool
+	pid        int64
+	records    int32
+}
+
+// logBatches returns every batch of l in offset order.
+func logBatches(t testing.TB, l *Log) []batchView {
+	t.Helper()
+	var out []batchView
+	for off := l.LogStartOffset(); off < l.LogEndOffset(); {
+		data, err := l.Read(off, 1<<20, l.LogEndOffset(), true)
+		if err != nil {
+			t.Fatalf("read at %d: %v", off, err)
+		}
+		if len(data) == 0 {
+			break
+		}
+		for bi := record.IterBatches(data); bi.Next(); {
+			b := bi.Batch()
+			out = append(out, batchView{b.BaseOffset(), b.LastOffset(), b.IsControl(), b.ProducerID(), b.RecordCount()})
+			off = b.NextOffset()
+		}
+	}
+	return out
+}
+
+// TestCleanRemovesAbortedTransactionsAndMarkers asserts Kafka's LogCleaner rules for
+// transactions (Cleaner.cleanInto, CleanedTransactionMetadata, MemoryRecords.filterTo):
+// an aborted transaction's batches lose their records in the first pass (dropped, or
+// emptied when they are the producer's last) and its keys do not enter the offset map;
+// its ABORT marker stays, with its .txnindex entry, while that pass read data of it; a
+// later pass that finds no data of its transaction gives the marker a delete horizon of
+// delete.retention.ms and drops the .txnindex entry; a pass after the horizon removes
+// the marker. A COMMIT marker goes the same way once its transaction's data is gone.
+func TestCleanRemovesAbortedTransactionsAndMarkers(t *testing.T) {
+	l, err := Open(t.TempDir(), [16]byte{1}, compactConfig(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	seqs := map[int64]int32{}
+	txn := func(pid int64, typ int16, kvs ...string) (first, marker int64) {
+		var recs []record.KV
+		for i := 0; i < len(kvs); i += 2 {
+			recs = append(recs, record.KV{Key: []byte(kvs[i]), Value: []byte(kvs[i+1])})
+		}
+		b := kvBatch(t, 0, 1000, record.BatchHeader{ProducerID: pid, ProducerEpoch: 0, BaseSequence: seqs[pid], Attributes: record.TransactionalBit}, recs)
+		seqs[pid] += int32(len(recs))
+		info, err := l.AppendAsLeader(b, 0, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := l.AppendControlAsLeader(record.BuildEndTxnMarker(typ, pid, 0, 0, 0, 1000), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.FirstOffset, m.FirstOffset
+	}
+	// Producer 20 aborts a transaction writing "x" and "a", then commits one writing "y";
+	// producer 21 commits "a", then commits "b" (so its first batch is not its last).
+	abFirst, abMarker := txn(20, record.ControlAbort, "x", "aborted", "a", "aborted")
+	_, c20 := txn(20, record.ControlCommit, "y", "committed")
+	c21First, c21Marker := txn(21, record.ControlCommit, "a", "committed-21")
+	_, c21b := txn(21, record.ControlCommit, "b", "kept")
+	// Later plain writes supersede "a" and fill segments past the transactions.
+	for i := range 400 {
+		b := kvBatch(t, 0, 1000, record.BatchHeader{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
+			[]record.KV{{Key: []byte("a"), Value: bytes.Repeat([]byte{byte(i)}, 100)}})
+		if _, err := l.AppendAsLeader(b, 0, -1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	at := func(off int64) (batchView, bool) {
+		for _, b := range logBatches(t, l) {
+			if b.base <= off && off <= b.last {
+				return b, true
+			}
+		}
+		return batchView{}, false
+	}
+	aborted := func() []AbortedTxn { return l.AbortedTransactions(0, l.LogEndOffset()) }
+
+	now := int64(10_000_000)
+	if res, err := l.Clean(now, true); err != nil || !res.Cleaned || res.EndOffset <= c21b {
+		t.Fatalf("first pass: %+v %v", res, err)
+	}
+	if b, ok := at(abFirst); ok && b.records != 0 {
+		t.Fatalf("first pass kept the aborted transaction's batch: %+v", b)
+	}
+	if got := readRecords(t, l); string(got[abFirst].key) == "x" {
+		t.Fatal(`first pass kept the aborted record "x"`)
+	}
+	for _, m := range []int64{abMarker, c21Marker} {
+		if b, ok := at(m); !ok || b.records != 1 {
+			t.Fatalf("first pass removed the marker at %d whose data it read: %+v %v", m, b, ok)
+		}
+	}
+	if a := aborted(); len(a) != 1 || a[0].LastOffset != abMarker {
+		t.Fatalf("aborted transactions after the first pass: %+v, want the one ending at %d", a, abMarker)
+	}
+	if b, ok := at(c21First); ok && b.records != 0 {
+		t.Fatalf(`first pass kept producer 21's superseded "a": %+v`, b)
+	}
+
+	// Second pass: no data left of either transaction, so the markers get a horizon.
+	now++
+	if res, err := l.Clean(now, true); err != nil || !res.Cleaned {
+		t.Fatalf("second pass: %+v %v", res, err)
+	}
+	for _, m := range []int64{abMarker, c21Marker} {
+		if b, ok := at(m); !ok || b.records != 1 {
+			t.Fatalf("second pass removed the marker at %d before delete.retention.ms: %+v %v", m, b, ok)
+		}
+	}
+	if a := aborted(); len(a) != 0 {
+		t.Fatalf("aborted transactions after the second pass (no data left): %+v", a)
+	}
+	// Markers with data left stay: producer 20's commit ("y" is its last data) and
+	// producer 21's second commit ("b").
+	for _, m := range []int64{c20, c21b} {
+		if b, ok := at(m); !ok || b.records != 1 {
+			t.Fatalf("marker at %d with data left was removed: %+v %v", m, b, ok)
+		}
+	}
+
+	// A pass before the horizon keeps them; the first pass after it removes them.
+	if _, err := l.Clean(now+compactConfig().DeleteRetentionMs-1, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := at(abMarker); !ok {
+		t.Fatal("the ABORT marker was removed before its delete horizon")
+	}
+	if _, err := l.Clean(now+compactConfig().DeleteRetentionMs+1, true); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []int64{abMarker, c21Marker} {
+		if b, ok := at(m); ok && b.records != 0 {
+			t.Fatalf("marker at %d survived its delete horizon: %+v", m, b)
+		}
+	}
+	for _, m := range []int64{c20, c21b} {
+		if b, ok := at(m); !ok || b.records != 1 {
+			t.Fatalf("marker at %d with data left was removed: %+v %v", m, b, ok)
+		}
+	}
+	if got := readRecords(t, l); string(got[c21b-1].value) != "kept" {
+		t.Fatalf(`producer 21's committed "b" lost: %q`, got[c21b-1].value)
+	}
+}
+
+// TestCleanerOffsetCheckpoint: the first dirty offset of a cleaned log is written to
+// cleaner-offset-checkpoint and read back when the log directory is opened again, so
+// the first pass after a restart does not take the whole log as dirty.
+func TestCleanerOffsetCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	m, l := openManaged(t, dir, compactConfig())
+	writeUpdates(t, l, 50, 40)
+	res, err := l.Clean(10_000_000, true)
+	if err != nil || !res.Cleaned {
+		t.Fatalf("clean: %+v %v", res, err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if ck := string(mustRead(t, filepath.Join(dir, "cleaner-offset-checkpoint"))); ck != fmt.Sprintf("0\n1\nt 0 %d\n", res.EndOffset) {
+		t.Fatalf("cleaner-offset-checkpoint %q, want t 0 %d", ck, res.EndOffset)
+	}
+	_, l = openManaged(t, dir, compactConfig())
+	again, err := l.Clean(10_000_000, false)
+	if err != nil || again.Cleaned || again.FirstDirty != res.EndOffset {
+		t.Fatalf("pass after the restart: %+v %v, want nothing dirty from %d", again, err, res.EndOffset)
+	}
+}
+
+// TestCleanConcurrentWithAppendsAndDeletes: passes run while other goroutines append to
+// the log and advance its log start (deleting segments the pass is reading); every pass
+// either swaps or is abandoned, never fails, and the log ends with the latest value of
+// every key at or above its log start.
+func TestCleanConcurrentWithAppendsAndDeletes(t *testing.T) {
+	l, err := Open(t.TempDir(), [16]byte{1}, compactConfig(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	const keys, rounds = 20, 3000
+	done := make(chan error, 1)
+	go func() {
+		for i := range rounds {
+			k := fmt.Sprintf("k%02d", i%keys)
+			b := kvBatch(t, 0, 1000, record.BatchHeader{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
+				[]record.KV{{Key: []byte(k), Value: []byte(fmt.Sprint(i))}})
+			if _, err := l.AppendAsLeader(b, 0, -1); err != nil {
+				done <- err
+				return
+			}
+			if i%700 == 699 {
+				if err := l.AdvanceLogStartOffset(int64(i - 100)); err != nil {
+					done <- err
+					return
+				}
+			}
+		}
+		done <- nil
+	}()
+	passes := 0
+	for finished := false; !finished; {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			finished = true
+		default:
+		}
+		if _, err := l.Clean(10_000_000, true); err != nil {
+			t.Fatalf("pass %d: %v", passes, err)
+		}
+		passes++
+	}
+	if _, err := l.Clean(10_000_000, true); err != nil {
+		t.Fatal(err)
+	}
+	latest, byOffset := map[string]string{}, readRecords(t, l)
+	for off := l.LogStartOffset(); off < l.LogEndOffset(); off++ {
+		if r, ok := byOffset[off]; ok {
+			latest[string(r.key)] = string(r.value)
+		}
+	}
+	for i := rounds - keys; i < rounds; i++ {
+		if k := fmt.Sprintf("k%02d", i%keys); latest[k] != fmt.Sprint(i) {
+			t.Fatalf("key %s: latest value %q, want %d (after %d passes)", k, latest[k], i, passes)
 		}
 	}
 }

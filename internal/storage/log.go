@@ -40,8 +40,18 @@ type Log struct {
 	ps            *producerState
 	recoveryPoint int64
 	lastFlush     time.Time
-	cleanedTo     int64 // first dirty offset: the cleaner's checkpoint (Kafka's cleaner-offset-checkpoint)
-	horizon       int64 // earliest delete horizon (ms) of a retained tombstone, 0 when none
+	// persistLogStart writes the log start offset to disk (the Manager's
+	// log-start-offset-checkpoint); nil for a log opened without a Manager.
+	persistLogStart func() error
+	horizon         int64 // earliest delete horizon (ms) of a retained tombstone or marker, 0 when none
+
+	// segsGen counts the changes to segs other than appends and rolls (truncations,
+	// deletions): a cleaning pass planned at one generation swaps only at the same.
+	segsGen uint64
+	cleanMu sync.Mutex // one Clean pass at a time
+	// cleanedTo is the first dirty offset: the cleaner's checkpoint (Kafka's
+	// cleaner-offset-checkpoint), written by Clean and lowered by truncations.
+	cleanedTo atomic.Int64
 
 	rw   sync.RWMutex // segs against readers; written only with mu held
 	segs []*segment

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -22,13 +23,14 @@ const (
 	recoveryPointCheckpoint     = "recovery-point-offset-checkpoint"
 	logStartCheckpoint          = "log-start-offset-checkpoint"
 	replicationOffsetCheckpoint = "replication-offset-checkpoint"
+	cleanerOffsetCheckpoint     = "cleaner-offset-checkpoint"
 	cleanShutdownFile           = ".kafka_cleanshutdown"
 	partitionMetadataFile       = "partition.metadata"
 )
 
 // Manager owns one log directory (Apache Kafka's LogManager): the partition logs in it,
-// the recovery-point, log-start and high-watermark (replication-offset) checkpoints and
-// the clean-shutdown marker.
+// the recovery-point, log-start, high-watermark (replication-offset) and cleaner-offset
+// checkpoints and the clean-shutdown marker.
 type Manager struct {
 	dir    string
 	logger *slog.Logger
@@ -41,7 +43,13 @@ type Manager struct {
 	// of the logs opened, and the entries kept for partitions not opened in this run.
 	logStarts     map[kafka.TopicPartition]int64
 	hws           map[kafka.TopicPartition]int64
+	cleanedTo     map[kafka.TopicPartition]int64 // cleaner-offset-checkpoint
 	checkpointsMu sync.Mutex
+	// Requests for and writes of log-start-offset-checkpoint (checkpointLogStarts):
+	// logStartReqs counts requests, logStartsDone the requests the last write covered
+	// (checkpointsMu).
+	logStartReqs  atomic.Int64
+	logStartsDone int64
 	// brokerEpoch is written into the clean-shutdown marker (SetBrokerEpoch);
 	// prevEpoch is the one read from it at open, −1 when none.
 	brokerEpoch, prevEpoch int64
@@ -90,6 +98,10 @@ func OpenManager(dir string, logger *slog.Logger) (*Manager, error) {
 	if m.hws, err = readOffsetsCheckpoint(filepath.Join(dir, replicationOffsetCheckpoint)); err != nil {
 		logger.Warn("ignoring unreadable checkpoint", "err", err)
 		m.hws = map[kafka.TopicPartition]int64{}
+	}
+	if m.cleanedTo, err = readOffsetsCheckpoint(filepath.Join(dir, cleanerOffsetCheckpoint)); err != nil {
+		logger.Warn("ignoring unreadable checkpoint", "err", err)
+		m.cleanedTo = map[kafka.TopicPartition]int64{}
 	}
 	if m.clean {
 		if err := os.Remove(marker); err != nil {
@@ -171,6 +183,12 @@ func (m *Manager) Open(topic string, partition int32, topicID [16]byte, cfg Conf
 		return nil, err
 	}
 	l.health = m.health
+	l.persistLogStart = m.checkpointLogStarts
+	if ck, ok := m.cleanedTo[tp]; ok && ck <= l.LogEndOffset() {
+		// Beyond the LEO (a tail lost since) the whole log is dirty again, as in
+		// Kafka's LogCleanerManager.cleanableOffsets; Clean never starts below the log start.
+		l.cleanedTo.Store(ck)
+	}
 	m.logs[tp] = l
 	return l, nil
 }
@@ -216,6 +234,7 @@ func (m *Manager) Delete(topic string, partition int32) error {
 	delete(m.recoveryPts, tp)
 	delete(m.logStarts, tp)
 	delete(m.hws, tp)
+	delete(m.cleanedTo, tp)
 	m.mu.Unlock()
 	if l != nil {
 		if err := l.Delete(); err != nil {
@@ -337,7 +356,7 @@ func (m *Manager) RunBackground(ctx context.Context, c BackgroundConfig) {
 func (m *Manager) writeCheckpoints(logs map[kafka.TopicPartition]*Log, withRecovery bool) error {
 	m.checkpointsMu.Lock()
 	defer m.checkpointsMu.Unlock()
-	if err := m.writeOffsets(logStartCheckpoint, m.logStarts, logs, (*Log).LogStartOffset); err != nil {
+	if err := m.writeLogStarts(logs); err != nil {
 		return err
 	}
 	if !withRecovery {
@@ -352,6 +371,45 @@ func (m *Manager) writeCheckpoints(logs map[kafka.TopicPartition]*Log, withRecov
 		defer l.mu.Unlock()
 		return l.recoveryPoint
 	})
+}
+
+// checkpointLogStarts writes log-start-offset-checkpoint with the log start of every
+// open log as it is at the call or later, the way a log advancing its log start makes it
+// durable (Kafka checkpoints it in LogManager.checkpointLogStartOffsetsInDir). Concurrent
+// callers share one write: a caller whose request an in-progress write did not cover
+// waits for the next, which covers every request made before it began.
+func (m *Manager) checkpointLogStarts() error {
+	req := m.logStartReqs.Add(1)
+	m.checkpointsMu.Lock()
+	defer m.checkpointsMu.Unlock()
+	if m.logStartsDone >= req {
+		return nil
+	}
+	if err := m.writeLogStarts(m.openLogs()); err != nil {
+		m.health.fail(fmt.Errorf("writing the log start offset checkpoint: %w", err))
+		return err
+	}
+	return nil
+}
+
+// writeLogStarts writes log-start-offset-checkpoint for logs (and the kept entries of
+// the partitions not open). checkpointsMu held.
+func (m *Manager) writeLogStarts(logs map[kafka.TopicPartition]*Log) error {
+	covered := m.logStartReqs.Load() // every request made so far stored its log start before
+	if err := m.writeOffsets(logStartCheckpoint, m.logStarts, logs, (*Log).LogStartOffset); err != nil {
+		return err
+	}
+	m.logStartsDone = covered
+	return nil
+}
+
+// checkpointCleanerOffsets writes cleaner-offset-checkpoint: each open log's first
+// dirty offset, and the kept entries of the partitions not open (Kafka's
+// LogCleanerManager.updateCheckpoints).
+func (m *Manager) checkpointCleanerOffsets(logs map[kafka.TopicPartition]*Log) error {
+	m.checkpointsMu.Lock()
+	defer m.checkpointsMu.Unlock()
+	return m.writeOffsets(cleanerOffsetCheckpoint, m.cleanedTo, logs, func(l *Log) int64 { return l.cleanedTo.Load() })
 }
 
 // checkpointHighWatermarks writes replication-offset-checkpoint, the high watermark of
@@ -381,8 +439,8 @@ func (m *Manager) writeOffsets(name string, kept map[kafka.TopicPartition]int64,
 }
 
 // Close flushes and closes every log (each writing a producer snapshot at its LEO), then
-// writes recovery-point-offset-checkpoint, log-start-offset-checkpoint and
-// replication-offset-checkpoint and marks the directory cleanly shut down
+// writes recovery-point-offset-checkpoint, log-start-offset-checkpoint,
+// replication-offset-checkpoint and cleaner-offset-checkpoint and marks the directory cleanly shut down
 // (.kafka_cleanshutdown), so the next OpenManager skips recovery.
 func (m *Manager) Close() error {
 	m.mu.Lock()
@@ -413,6 +471,9 @@ func (m *Manager) Close() error {
 		return err
 	}
 	if err := m.checkpointHighWatermarks(logs); err != nil {
+		return err
+	}
+	if err := m.checkpointCleanerOffsets(logs); err != nil {
 		return err
 	}
 	marker, _ := json.Marshal(cleanShutdown{BrokerEpoch: m.brokerEpoch})

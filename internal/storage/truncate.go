@@ -35,6 +35,8 @@ func (l *Log) truncate(offset int64, fence bool) error {
 	if offset >= l.leo.Load() {
 		return nil
 	}
+	l.segsGen++
+	l.cleanedTo.Store(min(l.cleanedTo.Load(), offset)) // Kafka's maybeTruncateCheckpoint
 	keep := l.LeaderEpoch()
 	if fence {
 		keep++
@@ -202,6 +204,8 @@ func (l *Log) truncateFullyLocked(offset int64, keep int32) error {
 	if offset < 0 {
 		return fmt.Errorf("%w: negative offset %d", ErrOffsetOutOfRange, offset)
 	}
+	l.segsGen++
+	l.cleanedTo.Store(min(l.cleanedTo.Load(), offset))
 	l.rw.Lock()
 	if err := l.noteTruncation(min(offset, l.leo.Load()), keep, -1); err != nil {
 		l.rw.Unlock()
@@ -247,15 +251,29 @@ func (l *Log) truncateFullyLocked(offset int64, keep int32) error {
 	}
 	l.recoveryPoint = offset
 	l.notify()
-	return syncDir(l.dir)
+	if err := syncDir(l.dir); err != nil {
+		return err
+	}
+	return l.persistLogStartLocked() // the log start may have moved down
+}
+
+// persistLogStartLocked writes the log start offset to disk through persistLogStart
+// (a no-op without one). mu held.
+func (l *Log) persistLogStartLocked() error {
+	if l.persistLogStart == nil {
+		return nil
+	}
+	return l.persistLogStart()
 }
 
 // AdvanceLogStartOffset moves the log start offset up to offset (Kafka's
 // maybeIncrementLogStartOffset: DeleteRecords, a follower taking its leader's log start,
 // or the source's log start on a mirror, spec section 3); lower values are ignored.
-// Segments wholly below it are deleted (never the active one), the epoch cache is
-// truncated from the start, producers with no batch left are evicted and the snapshots
-// below the first segment left are deleted. offset above the high watermark is
+// The new log start is on disk (log-start-offset-checkpoint) before this returns and
+// before any segment is deleted, so a crash never brings deleted records back; a failed
+// checkpoint write is returned and deletes nothing. Segments wholly below it are deleted
+// (never the active one), the epoch cache is truncated from the start, producers with no
+// batch left are evicted and the snapshots below the first segment left are deleted. offset above the high watermark is
 // ErrOffsetOutOfRange, as in Kafka (without an external HW, the LEO): the log start never
 // passes the HW, so nothing uncommitted is deleted.
 func (l *Log) AdvanceLogStartOffset(offset int64) error {
@@ -271,6 +289,9 @@ func (l *Log) AdvanceLogStartOffset(offset int64) error {
 		return nil
 	}
 	l.logStart.Store(offset)
+	if err := l.persistLogStartLocked(); err != nil {
+		return err
+	}
 	n := 0
 	for n+1 < len(l.segs) && l.segs[n+1].base <= offset {
 		n++
@@ -288,6 +309,7 @@ func (l *Log) AdvanceLogStartOffset(offset int64) error {
 // cache and producer state from the start.
 func (l *Log) deleteOldestLocked(n int) error {
 	if n > 0 {
+		l.segsGen++
 		l.rw.Lock()
 		old := append([]*segment(nil), l.segs[:n]...)
 		l.segs = append(l.segs[:0:0], l.segs[n:]...)
@@ -325,8 +347,9 @@ func (l *Log) deleteOldestLocked(n int) error {
 // timestamp, or file modification time when it has none) or retention.bytes, never the
 // active segment nor one holding offsets at or above the high watermark (Kafka's
 // deleteRetentionMsBreachedSegments and deleteRetentionSizeBreachedSegments, through
-// deletableSegments), and advances the log start. It returns the number of segments
-// deleted. A no-op unless cleanup.policy includes delete.
+// deletableSegments), and advances the log start, on disk before any segment is
+// deleted. It returns the number of segments deleted. A no-op unless cleanup.policy
+// includes delete.
 func (l *Log) ApplyRetention(nowMs int64) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -376,6 +399,12 @@ func (l *Log) ApplyRetention(nowMs int64) (int, error) {
 	}
 	if n == 0 {
 		return 0, nil
+	}
+	if b := min(l.segs[n].base, l.leo.Load()); b > l.logStart.Load() {
+		l.logStart.Store(b) // checkpointed before the segments go, as Kafka's deleteSegments
+		if err := l.persistLogStartLocked(); err != nil {
+			return 0, err
+		}
 	}
 	if err := l.deleteOldestLocked(n); err != nil {
 		return 0, err

@@ -383,3 +383,84 @@ func TestTxnProduceWhileCoordinatorDown(t *testing.T) {
 		t.Fatalf("read_committed %s-%d: %v, want [before during]", topic, part, keys)
 	}
 }
+
+// TestTxnOffsetsSurviveRestart: a transactional producer (franz-go) produces and commits
+// consumer offsets in a transaction (AddOffsetsToTxn, TxnOffsetCommit); the broker is
+// restarted in the middle of it, by SIGTERM and by SIGKILL; the producer then commits
+// the transaction, and OffsetFetch (require_stable) answers the offsets, and the
+// produced record is read_committed.
+func TestTxnOffsetsSurviveRestart(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Spec{Combined: 1})
+	n := c.Node(1)
+	createTopic(t, c, n.Addr, "eos-in", 1)
+	createTopic(t, c, n.Addr, "eos-out", 1)
+	for round, restart := range []string{"SIGTERM", "SIGKILL"} {
+		group := fmt.Sprintf("eos-group-%d", round)
+		cl := c.Client([]string{n.Addr}, kgo.TransactionalID(fmt.Sprintf("eos-%d", round)), kgo.DefaultProduceTopic("eos-out"),
+			kgo.TransactionTimeout(60*time.Second), kgo.RequestRetries(20))
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte(restart)}).FirstErr(); err != nil {
+			t.Fatalf("%s: produce in the transaction: %v", restart, err)
+		}
+		pid, epoch, err := cl.ProducerID(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		add := kmsg.NewPtrAddOffsetsToTxnRequest()
+		add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = fmt.Sprintf("eos-%d", round), pid, epoch, group
+		if resp, err := add.RequestWith(ctx, cl); err != nil || resp.ErrorCode != 0 {
+			t.Fatalf("%s: AddOffsetsToTxn: %v %v", restart, err, kerr.ErrorForCode(resp.ErrorCode))
+		}
+		commit := kmsg.NewPtrTxnOffsetCommitRequest()
+		commit.TransactionalID, commit.Group, commit.ProducerID, commit.ProducerEpoch = add.TransactionalID, group, pid, epoch
+		commit.Generation, commit.MemberID = -1, ""
+		tt := kmsg.NewTxnOffsetCommitRequestTopic()
+		tt.Topic = "eos-in"
+		tp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+		tp.Partition, tp.Offset, tp.LeaderEpoch = 0, int64(40+round), -1
+		tt.Partitions = append(tt.Partitions, tp)
+		commit.Topics = append(commit.Topics, tt)
+		resp, err := commit.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatalf("%s: TxnOffsetCommit: %v", restart, err)
+		}
+		if code := resp.Topics[0].Partitions[0].ErrorCode; code != 0 {
+			t.Fatalf("%s: TxnOffsetCommit: %v", restart, kerr.ErrorForCode(code))
+		}
+
+		if restart == "SIGTERM" {
+			if out, err := n.Term(40 * time.Second); err != nil {
+				t.Fatalf("SIGTERM: %v\n%s", err, out)
+			}
+		} else {
+			n.Kill()
+		}
+		n.Start()
+		c.WaitLeaders("eos-out")
+
+		if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			t.Fatalf("%s: commit the transaction after the restart: %v", restart, err)
+		}
+		var got map[int32]int64
+		clustertest.Eventually(t, 30*time.Second, func() (bool, string) {
+			got, err = committedOffsets(n.Addr, group, "eos-in")
+			return err == nil && got[0] == int64(40+round), fmt.Sprintf("%s: committed offsets of %s: %v %v", restart, group, got, err)
+		})
+		cancel()
+		cl.Close()
+	}
+	rc := c.Client([]string{n.Addr}, kgo.ConsumeTopics("eos-out"), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var vals []string
+	for len(vals) < 2 && ctx.Err() == nil {
+		rc.PollFetches(ctx).EachRecord(func(r *kgo.Record) { vals = append(vals, string(r.Value)) })
+	}
+	if !slices.Equal(vals, []string{"SIGTERM", "SIGKILL"}) {
+		t.Fatalf("read_committed eos-out: %v, want both transactions' records", vals)
+	}
+}
