@@ -324,6 +324,7 @@ func (r *mirrorRT) refreshMeta(im *metadata.Image, mir *metadata.Mirror, parts [
 			}
 			if sp.ErrorCode == 0 && sp.Leader >= 0 {
 				p.leader.Store(sp.Leader)
+				p.noteSourceEpoch(sp.LeaderEpoch)
 			} else {
 				p.leader.Store(-1)
 			}
