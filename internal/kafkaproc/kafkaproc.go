@@ -181,15 +181,22 @@ func StartBroker(j Java, c BrokerConfig) (*Broker, error) {
 	if err := os.WriteFile(conf, []byte(ServerProperties(addr, ctrl, filepath.Join(c.Dir, "data"), c.Props...)), 0o644); err != nil {
 		return nil, err
 	}
-	if err := format(j, c, conf); err != nil {
+	if err := format(j, c.ToolJVM, c.ClusterID, conf, "--standalone"); err != nil {
 		return nil, err
 	}
-	b := &Broker{Addr: addr, LogPath: filepath.Join(c.Dir, "kafka.log"), done: make(chan struct{})}
-	logf, err := os.Create(b.LogPath)
+	return spawn(j, c.JVM, conf, addr, filepath.Join(c.Dir, "kafka.log"), c.ReadyTimeout)
+}
+
+// spawn starts kafka.Kafka on conf, its stdout and stderr appended to logPath, and
+// waits until addr answers Metadata (Ready, polled every 10 ms) for at most
+// readyTimeout (0: 2 minutes); a broker that does not become ready is stopped.
+func spawn(j Java, jvm []string, conf, addr, logPath string, readyTimeout time.Duration) (*Broker, error) {
+	b := &Broker{Addr: addr, LogPath: logPath, done: make(chan struct{})}
+	logf, err := os.OpenFile(b.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	b.Cmd = j.Command(context.Background(), c.JVM, "kafka.Kafka", conf)
+	b.Cmd = j.Command(context.Background(), jvm, "kafka.Kafka", conf)
 	b.Cmd.Stdout, b.Cmd.Stderr = logf, logf
 	b.Started = time.Now()
 	if err := b.Cmd.Start(); err != nil {
@@ -197,7 +204,7 @@ func StartBroker(j Java, c BrokerConfig) (*Broker, error) {
 		return nil, fmt.Errorf("start kafka.Kafka: %w", err)
 	}
 	go func() { b.Cmd.Wait(); logf.Close(); close(b.done) }()
-	limit := c.ReadyTimeout
+	limit := readyTimeout
 	if limit <= 0 {
 		limit = 2 * time.Minute
 	}
@@ -220,23 +227,24 @@ func StartBroker(j Java, c BrokerConfig) (*Broker, error) {
 	}
 }
 
-// format runs StorageTool format on conf with c.ClusterID, or with a random UUID from
-// StorageTool when c.ClusterID is empty or refused.
-func format(j Java, c BrokerConfig, conf string) error {
+// format runs StorageTool format on conf (with the extra format arguments) with
+// clusterID, or with a random UUID from StorageTool when clusterID is empty or refused.
+func format(j Java, toolJVM []string, clusterID, conf string, extra ...string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), formatTimeout)
 	defer cancel()
 	run := func(id string) ([]byte, error) {
-		return j.Command(ctx, c.ToolJVM, "kafka.tools.StorageTool", "format", "-t", id, "-c", conf, "--standalone").CombinedOutput()
+		args := append([]string{"format", "-t", id, "-c", conf}, extra...)
+		return j.Command(ctx, toolJVM, "kafka.tools.StorageTool", args...).CombinedOutput()
 	}
 	var refused error
-	if c.ClusterID != "" {
-		out, err := run(c.ClusterID)
+	if clusterID != "" {
+		out, err := run(clusterID)
 		if err == nil {
 			return nil
 		}
 		refused = fmt.Errorf("StorageTool format: %v\n%s", err, out)
 	}
-	uuid, err := j.Command(ctx, c.ToolJVM, "kafka.tools.StorageTool", "random-uuid").Output()
+	uuid, err := j.Command(ctx, toolJVM, "kafka.tools.StorageTool", "random-uuid").Output()
 	if err != nil {
 		if refused != nil {
 			return refused
@@ -262,6 +270,13 @@ func (b *Broker) Stop() {
 		b.Cmd.Process.Kill()
 		<-b.done
 	}
+}
+
+// Kill sends SIGKILL (a crash: no controlled shutdown, no flush) and waits for the JVM
+// to exit.
+func (b *Broker) Kill() {
+	b.Cmd.Process.Kill()
+	<-b.done
 }
 
 // Tail returns the last 3000 bytes of the broker's log (LogPath), "" if unreadable.
