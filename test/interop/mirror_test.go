@@ -252,6 +252,21 @@ func stopMirrorTopics(t *testing.T, admin *kgo.Client, mirror string, topics ...
 	}
 }
 
+// waitStopped waits until every partition of topic in mirror is STOPPED (the failover
+// sequence done).
+func waitStopped(t *testing.T, admin *kgo.Client, mirror, topic string) {
+	t.Helper()
+	eventually(t, func() string { return fmt.Sprintf("%+v", describeMirror(t, admin, mirror)[topic]) }, func() bool {
+		ps := describeMirror(t, admin, mirror)[topic]
+		for _, p := range ps {
+			if p.State != mirrorproto.StateStopped {
+				return false
+			}
+		}
+		return len(ps) > 0
+	})
+}
+
 // TestMirrorGroupFailoverFromApacheKafka: a group consumes part of a topic on Apache Kafka
 // with Kafka's console consumer; kmirror mirrors the topic and syncs the group's committed
 // offsets; after failover (StopMirrorTopics) Kafka's console consumer with the same --group
@@ -294,15 +309,7 @@ func TestMirrorGroupFailoverFromApacheKafka(t *testing.T) {
 
 	// Failover: the source goes away for this topic; the destination becomes writable.
 	stopMirrorTopics(t, admin, "groups-from-kafka", topic)
-	eventually(t, func() string { return fmt.Sprintf("%+v", describeMirror(t, admin, "groups-from-kafka")[topic]) }, func() bool {
-		ps := describeMirror(t, admin, "groups-from-kafka")[topic]
-		for _, p := range ps {
-			if p.State != mirrorproto.StateStopped {
-				return false
-			}
-		}
-		return true
-	})
+	waitStopped(t, admin, "groups-from-kafka", topic)
 	out = tool(t, "", consoleConsumer, "--bootstrap-server", dst.Addr(), "--topic", topic, "--group", group,
 		"--max-messages", "20", "--timeout-ms", "60000")
 	want := append(groupValues(0, 20, 30), groupValues(1, 20, 30)...)
