@@ -1,9 +1,9 @@
 // Package kafkaproc runs Apache Kafka 4.x from its jars, for the interoperability suite
 // (test/interop) and the benchmark against Apache Kafka (bench/versus): `java -cp libs/*
-// class ...` commands with a WARN-level log4j2 configuration, and a single-node KRaft
-// broker (process.roles=broker,controller) on loopback, formatted with
-// kafka.tools.StorageTool, run with kafka.Kafka, ready once it answers a Metadata request,
-// stopped with SIGTERM.
+// class ...` commands with a WARN-level log4j2 configuration, a single-node KRaft broker
+// (process.roles=broker,controller) on loopback and multi-node KRaft clusters of such
+// nodes (cluster.go), formatted with kafka.tools.StorageTool, run with kafka.Kafka, ready
+// once they answer a Metadata request, stopped with SIGTERM or killed with SIGKILL.
 //
 // The jars are not fetched here: test/interop/fetch-kafka.sh downloads them once and prints
 // their directory, which the caller passes as Java.Libs.
