@@ -490,16 +490,15 @@ func (p *partition) maybeRaiseEpoch() {
 
 // noteSourceEpoch takes the source partition's current leader epoch from a Metadata
 // refresh (spec section 6, "the periodic sync does the same"): when it is above the local
-// leader epoch or within epochRaiseWithin of it, a raise to it + epochRaiseMargin is
-// scheduled, as for a mirrored batch epoch. So DLE ≥ SLE also when the source's leader
-// epoch rises without new records (source leader changes on an idle partition), and a
-// consumer whose committed offset carries the source's epoch never waits on the
-// destination for metadata with that epoch. The raise runs in maybeRaiseEpoch, on the
-// same runner tick; the fetcher holds the partition back until then.
+// leader epoch, a raise to it + epochRaiseMargin is scheduled, as for a mirrored batch
+// epoch. So DLE ≥ SLE also when the source's leader epoch rises without new records
+// (source leader changes on an idle partition), and a consumer whose committed offset
+// carries the source's epoch never waits on the destination for metadata with that
+// epoch. Unlike a batch epoch, one merely within epochRaiseWithin below schedules
+// nothing: no append waits for it, and a raise at every mirror start (source and
+// destination both at epoch 0) would drop the first fetch's answers. The raise runs in
+// maybeRaiseEpoch, on the same runner tick.
 func (p *partition) noteSourceEpoch(sle int32) {
-	if sle < 0 {
-		return
-	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !activeState(p.st.State) || p.retired() {
@@ -509,7 +508,7 @@ func (p *partition) noteSourceEpoch(sle int32) {
 	if err != nil {
 		return
 	}
-	if part.LeaderEpoch()-sle <= epochRaiseWithin {
+	if sle > part.LeaderEpoch() {
 		p.raiseTo = max(p.raiseTo, sle+epochRaiseMargin)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/internal/mirrorproto"
 )
 
 // metadataEpoch is the leader epoch Metadata reports for partition 0 of topic: what a
@@ -99,5 +101,32 @@ func TestSourceEpochRaisedWithoutRecords(t *testing.T) {
 	}
 	if fmt.Sprint(vals) != "[100 101 102]" {
 		t.Fatalf("the group read %v on the destination, want [100 101 102]", vals)
+	}
+}
+
+// TestSourceBrokerDownStaysMirroring (issue 15: fetchers follow source leader changes
+// without a FAILED state): the only source broker goes down for many fetch rounds — as a
+// source leader does until its cluster moves the leadership — and the connection
+// refusals are retried, never FAILED: the partition stays MIRRORING and catches up once
+// the broker is back (on the same port).
+func TestSourceBrokerDownStaysMirroring(t *testing.T) {
+	src, _, _, ed := mirroredPair(t, "down", 5, "m", "down")
+	r := ed.m.runner("m")
+	src.stop()
+	errsBefore := r.fetchErrors.Load()
+	eventually(t, func() string {
+		return fmt.Sprintf("%d fetch errors since the source went down", r.fetchErrors.Load()-errsBefore)
+	}, func() bool {
+		return r.fetchErrors.Load()-errsBefore >= 6 // twice the three connection errors that used to fail it
+	})
+	if d := ed.describe("m", "down")[0]; d.State != mirrorproto.StateMirroring {
+		t.Fatalf("with the source broker down: %+v, want MIRRORING", d)
+	}
+	src.start()
+	scl := src.client()
+	produceN(t, scl, "down", 0, 5, 5)
+	ed.waitCaughtUp(scl, "m", "down")
+	if d := ed.describe("m", "down")[0]; d.State != mirrorproto.StateMirroring || d.DestinationOffset != 10 {
+		t.Fatalf("after the source broker came back: %+v, want MIRRORING at 10", d)
 	}
 }
