@@ -1,10 +1,12 @@
 package interop
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 
 	"github.com/kmirror/kmirror/internal/brokertest"
 	"github.com/kmirror/kmirror/internal/kafkaproc"
+	"github.com/kmirror/kmirror/internal/mirrorproto"
 )
 
 var (
@@ -284,4 +287,97 @@ func TestMirrorSourceEpochRaisedWithoutRecordsFromKafkaCluster(t *testing.T) {
 			t.Fatalf("group %s on kmirror after failover read:\n%s\nwant the 5 records written after it:\n%s", g, got, want)
 		}
 	}
+}
+
+// watchStates polls the mirror's partition states of topic through admin until stop is
+// closed and returns every state other than MIRRORING it saw, with the partition, in the
+// order seen (each change once).
+func watchStates(t *testing.T, admin *kgo.Client, mirror, topic string, stop <-chan struct{}) <-chan []string {
+	out := make(chan []string, 1)
+	go func() {
+		var seen []string
+		last := map[int32]mirrorproto.State{}
+		for {
+			select {
+			case <-stop:
+				out <- seen
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			kr, err := admin.Request(context.Background(), &mirrorproto.DescribeClusterMirrorsRequest{MirrorNames: []string{mirror}})
+			if err != nil {
+				continue
+			}
+			for _, m := range kr.(*mirrorproto.DescribeClusterMirrorsResponse).Mirrors {
+				for _, tp := range m.Topics {
+					if tp.TopicName != topic {
+						continue
+					}
+					for _, p := range tp.Partitions {
+						if p.State != last[p.PartitionIndex] && p.State != mirrorproto.StateMirroring {
+							msg := ""
+							if p.ErrorMessage != nil {
+								msg = *p.ErrorMessage
+							}
+							seen = append(seen, fmt.Sprintf("%s-%d %s %s", topic, p.PartitionIndex, p.State, msg))
+						}
+						last[p.PartitionIndex] = p.State
+					}
+				}
+			}
+		}
+	}()
+	return out
+}
+
+// TestMirrorFollowsSourceLeaderChanges (issue 15: sources with several brokers): a
+// 3-partition topic of a 3-node Apache Kafka cluster is mirrored into kmirror while a
+// producer writes to it and its leaders move — by reassignment and preferred election,
+// by kafka-leader-election, and by bounces of a leader (SIGTERM, SIGKILL). The mirror's
+// fetchers follow every move (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, a metadata
+// refresh): no partition ever leaves MIRRORING for FAILED, and afterwards every partition
+// holds the source's batches.
+func TestMirrorFollowsSourceLeaderChanges(t *testing.T) {
+	kc := kafkaCluster(t)
+	const topic, mirror, partitions = "moves-orders", "moves-from-kafka", int32(3)
+	scl := newClient(t, kc.Bootstrap(), manualPartitions)
+	createReplicatedTopic(t, scl, topic, partitions, nil)
+	dst := brokertest.Start(t, nil)
+	admin := mirrorAdmin(t, dst.Addr())
+	dst.MirrorFrom(ctxT(t), mirror, kc.Bootstrap(), topic)
+	waitMirrored(t, admin, scl, mirror, topic)
+
+	stop := make(chan struct{})
+	states := watchStates(t, admin, mirror, topic, stop)
+	ctx, stopLoad := context.WithCancel(context.Background())
+	defer stopLoad()
+	var n atomic.Int64
+	loadDone := make(chan error, 1)
+	go func() { loadDone <- idempotentLoad(ctx, kc.Bootstrap(), topic, partitions, 1<<40, &n) }()
+
+	for round := 0; round < 2; round++ {
+		for p := range partitions {
+			moveLeader(t, scl, topic, p)
+		}
+	}
+	tool(t, "", leaderElectionTool, "--bootstrap-server", kc.Bootstrap(), "--election-type", "PREFERRED", "--all-topic-partitions")
+	bounceLeader(t, kc, scl, topic, 0, false)
+	bounceLeader(t, kc, scl, topic, 1, true)
+	tool(t, "", leaderElectionTool, "--bootstrap-server", kc.Bootstrap(), "--election-type", "PREFERRED", "--all-topic-partitions")
+	stopLoad()
+	if err := <-loadDone; err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	t.Logf("%d records produced while the leaders moved", n.Load())
+	waitFullISR(t, scl, topic)
+	waitMirrored(t, admin, scl, mirror, topic)
+	close(stop)
+	for _, s := range <-states {
+		if strings.Contains(s, mirrorproto.StateFailed.String()) {
+			t.Errorf("a partition failed while the source leaders moved: %s", s)
+		} else {
+			t.Logf("state seen: %s", s)
+		}
+	}
+	compareLogs(t, scl, dst.Client(), topic)
 }

@@ -34,12 +34,15 @@ func describeMirror(t *testing.T, admin *kgo.Client, mirror string) map[string][
 }
 
 // waitMirrored waits until every partition of topic is MIRRORING with its destination LEO
-// at the source's log end offset.
+// at the source's log end offset (asked anew each try: a source leader elected a moment
+// ago may answer a high watermark below the one its predecessor reached, until its
+// followers fetched again).
 func waitMirrored(t *testing.T, admin, src *kgo.Client, mirror, topic string) {
 	t.Helper()
-	ends := endOffsets(t, src, topic)
+	var ends map[int32]int64
 	var last []mirrorproto.DescribeClusterMirrorsResponsePartition
 	eventually(t, func() string { return fmt.Sprintf("%s: source ends %v, describe %+v", topic, ends, last) }, func() bool {
+		ends = endOffsets(t, src, topic)
 		last = describeMirror(t, admin, mirror)[topic]
 		if len(last) != len(ends) {
 			return false
