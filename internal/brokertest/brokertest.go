@@ -97,18 +97,25 @@ func (b *Broker) Restart() {
 }
 
 // MirrorFrom creates the cluster mirror name on b with bootstrap.servers=source and
-// starts topics in it, over the wire (CreateClusterMirror, StartMirrorTopics); any error
-// fails the test.
+// starts topics in it, over the wire (StartMirror); any error fails the test.
 func (b *Broker) MirrorFrom(ctx context.Context, name, source string, topics ...string) {
 	b.t.Helper()
-	adm := b.Client(kgo.MaxVersions(mirrorproto.ClientVersions()))
+	StartMirror(ctx, b.t, b.Client(kgo.MaxVersions(mirrorproto.ClientVersions())), name, source, topics...)
+}
+
+// StartMirror creates the cluster mirror name with bootstrap.servers=source through adm
+// (a client of the destination cluster that knows the mirror RPCs:
+// kgo.MaxVersions(mirrorproto.ClientVersions())) and starts topics in it
+// (CreateClusterMirror, StartMirrorTopics); any error fails the test.
+func StartMirror(ctx context.Context, t testing.TB, adm *kgo.Client, name, source string, topics ...string) {
+	t.Helper()
 	cr, err := adm.Request(ctx, &mirrorproto.CreateClusterMirrorRequest{MirrorName: name,
 		Config: []mirrorproto.CreateClusterMirrorRequestConfig{{Name: "bootstrap.servers", Value: source}}})
 	if err != nil {
-		b.t.Fatal(err)
+		t.Fatal(err)
 	}
 	if r := cr.(*mirrorproto.CreateClusterMirrorResponse); r.ErrorCode != 0 {
-		b.t.Fatal(mirrorproto.ErrorFor(r.ErrorCode, r.ErrorMessage))
+		t.Fatal(mirrorproto.ErrorFor(r.ErrorCode, r.ErrorMessage))
 	}
 	sreq := mirrorproto.NewStartMirrorTopicsRequest()
 	sreq.MirrorName = name
@@ -117,15 +124,15 @@ func (b *Broker) MirrorFrom(ctx context.Context, name, source string, topics ...
 	}
 	sr, err := adm.Request(ctx, sreq)
 	if err != nil {
-		b.t.Fatal(err)
+		t.Fatal(err)
 	}
 	r := sr.(*mirrorproto.StartMirrorTopicsResponse)
 	if err := mirrorproto.ErrorFor(r.ErrorCode, r.ErrorMessage); err != nil {
-		b.t.Fatal(err)
+		t.Fatal(err)
 	}
 	for _, tr := range r.Topics {
 		if err := mirrorproto.ErrorFor(tr.ErrorCode, tr.ErrorMessage); err != nil {
-			b.t.Fatalf("StartMirrorTopics %s: %v", tr.Name, err)
+			t.Fatalf("StartMirrorTopics %s: %v", tr.Name, err)
 		}
 	}
 }

@@ -1,11 +1,12 @@
 // Package kafkaproc runs Apache Kafka from its jars, for the interoperability suite
 // (test/interop) and the benchmark against Apache Kafka (bench/versus): `java -cp libs/*
 // class ...` commands with a WARN-level log configuration, and brokers on loopback: a
-// single-node KRaft broker (process.roles=broker,controller), formatted with
-// kafka.tools.StorageTool, or — for releases before 4.0 — a ZooKeeper-based broker
-// (zookeeper.connect, broker.id) next to a ZooKeeper server started from the same jars;
-// run with kafka.Kafka, ready once it answers a Metadata request, stopped with SIGTERM
-// (or killed with SIGKILL, and restarted on its data).
+// single-node KRaft broker (process.roles=broker,controller) and multi-node KRaft clusters
+// of such nodes (cluster.go), formatted with kafka.tools.StorageTool, or — for releases
+// before 4.0 — a ZooKeeper-based broker (zookeeper.connect, broker.id) next to a ZooKeeper
+// server started from the same jars; run with kafka.Kafka, ready once it answers a
+// Metadata request, stopped with SIGTERM (or killed with SIGKILL, and restarted on its
+// data).
 //
 // The jars are not fetched here: test/interop/fetch-kafka.sh downloads them once and prints
 // their directory, which the caller passes as Java.Libs.
@@ -232,7 +233,7 @@ func StartBroker(j Java, c BrokerConfig) (*Broker, error) {
 		return nil, err
 	}
 	if c.ZooKeeper == "" {
-		if err := format(j, c, conf); err != nil {
+		if err := format(j, c.ToolJVM, c.ClusterID, conf, "--standalone"); err != nil {
 			return nil, err
 		}
 	}
@@ -328,23 +329,24 @@ func (b *Broker) Kill() {
 	<-b.done
 }
 
-// format runs StorageTool format on conf with c.ClusterID, or with a random UUID from
-// StorageTool when c.ClusterID is empty or refused.
-func format(j Java, c BrokerConfig, conf string) error {
+// format runs StorageTool format on conf (with the extra format arguments) with
+// clusterID, or with a random UUID from StorageTool when clusterID is empty or refused.
+func format(j Java, toolJVM []string, clusterID, conf string, extra ...string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), formatTimeout)
 	defer cancel()
 	run := func(id string) ([]byte, error) {
-		return j.Command(ctx, c.ToolJVM, "kafka.tools.StorageTool", "format", "-t", id, "-c", conf, "--standalone").CombinedOutput()
+		args := append([]string{"format", "-t", id, "-c", conf}, extra...)
+		return j.Command(ctx, toolJVM, "kafka.tools.StorageTool", args...).CombinedOutput()
 	}
 	var refused error
-	if c.ClusterID != "" {
-		out, err := run(c.ClusterID)
+	if clusterID != "" {
+		out, err := run(clusterID)
 		if err == nil {
 			return nil
 		}
 		refused = fmt.Errorf("StorageTool format: %v\n%s", err, out)
 	}
-	uuid, err := j.Command(ctx, c.ToolJVM, "kafka.tools.StorageTool", "random-uuid").Output()
+	uuid, err := j.Command(ctx, toolJVM, "kafka.tools.StorageTool", "random-uuid").Output()
 	if err != nil {
 		if refused != nil {
 			return refused

@@ -68,3 +68,26 @@ func TestServerPropertiesZK(t *testing.T) {
 		t.Errorf("extra line not last:\n%s", p)
 	}
 }
+
+func TestClusterNodeProperties(t *testing.T) {
+	p := ClusterNodeProperties(2, "127.0.0.1:9092", "127.0.0.1:9093", "1@127.0.0.1:9001,2@127.0.0.1:9093", "/d/data", "min.insync.replicas=2")
+	lines := strings.Split(strings.TrimSuffix(p, "\n"), "\n")
+	for _, l := range []string{
+		"process.roles=broker,controller",
+		"node.id=2",
+		"controller.quorum.voters=1@127.0.0.1:9001,2@127.0.0.1:9093",
+		"listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+		"advertised.listeners=PLAINTEXT://127.0.0.1:9092",
+		"log.dirs=/d/data",
+	} {
+		if !slices.Contains(lines, l) {
+			t.Errorf("missing %q in\n%s", l, p)
+		}
+	}
+	if slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, "replication.factor=1") }) {
+		t.Errorf("a cluster node keeps Kafka's replication factor 3 for internal topics:\n%s", p)
+	}
+	if lines[len(lines)-1] != "min.insync.replicas=2" {
+		t.Errorf("extra line not last:\n%s", p)
+	}
+}

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -178,6 +181,14 @@ func (f *fetcher) fetchOnce(ctx context.Context, ps []*partition, pre *prefetch)
 		f.r.fetchErrors.Add(1)
 		f.r.m.log.Warn("mirror fetch failed", "mirror", f.r.name, "sourceBroker", f.key.broker, "err", err)
 		f.r.requestMeta()
+		if sourceUnreachable(err) {
+			// a broker down or restarting: its partitions' leadership moves to another
+			// source broker within the source's broker.session.timeout.ms, and the
+			// metadata refresh just asked for hands them to that broker's fetcher; until
+			// then they are retried here, as Kafka's replica fetcher retries a leader it
+			// cannot reach, never FAILED
+			return false, nil
+		}
 		msg := fmt.Sprintf("fetch from source broker %d over %s: %v", f.key.broker, cfg.describeSecurity(), err)
 		for _, p := range ps {
 			p.mu.Lock()
@@ -292,6 +303,18 @@ func (f *fetcher) sourceRange(ctx context.Context, src *source, p *partition) (i
 		return -1, -1
 	}
 	return start, end
+}
+
+// sourceUnreachable reports a transport error of a fetch: the source broker refused,
+// reset or closed the connection or did not answer within request.timeout.ms — as
+// opposed to a refusal of the connection's settings (TLS, SASL, versions) or a broker
+// the source metadata does not name (its Metadata refused too), which no leader change
+// cures.
+func sourceUnreachable(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, context.DeadlineExceeded)
 }
 
 func (p *partition) raiseNeeded() bool {

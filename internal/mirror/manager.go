@@ -252,11 +252,21 @@ func (m *Manager) reconcile() {
 	for _, r := range m.mirrors {
 		rts = append(rts, r)
 	}
+	failing := map[string]bool{} // mirrors with a partition led here to fail over
+	for _, p := range m.parts {
+		if t := im.Topics[p.topic]; t != nil && t.Mirror != nil && t.Mirror.Desired == metadata.DesiredStopped &&
+			p.state() != mirrorproto.StateStopped {
+			failing[p.mirror] = true
+		}
+	}
 	m.mu.Unlock()
 	for _, r := range stopped {
 		r.stop()
 	}
 	for _, r := range rts {
+		if failing[r.name] {
+			r.failoverPending()
+		}
 		r.kick()
 	}
 }

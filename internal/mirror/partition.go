@@ -506,6 +506,31 @@ func (p *partition) maybeRaiseEpoch() {
 	}
 }
 
+// noteSourceEpoch takes the source partition's current leader epoch from a Metadata
+// refresh (spec section 6, "the periodic sync does the same"): when it is above the local
+// leader epoch, a raise to it + epochRaiseMargin is scheduled, as for a mirrored batch
+// epoch. So DLE ≥ SLE also when the source's leader epoch rises without new records
+// (source leader changes on an idle partition), and a consumer whose committed offset
+// carries the source's epoch never waits on the destination for metadata with that
+// epoch. Unlike a batch epoch, one merely within epochRaiseWithin below schedules
+// nothing: no append waits for it, and a raise at every mirror start (source and
+// destination both at epoch 0) would drop the first fetch's answers. The raise runs in
+// maybeRaiseEpoch, on the same runner tick.
+func (p *partition) noteSourceEpoch(sle int32) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !activeState(p.st.State) || p.retired() {
+		return
+	}
+	part, err := p.getPart()
+	if err != nil {
+		return
+	}
+	if sle > part.LeaderEpoch() {
+		p.raiseTo = max(p.raiseTo, sle+epochRaiseMargin)
+	}
+}
+
 // fenceEpoch runs EPOCH_FENCING from MIRRORING: the controller raises the leader epoch to
 // at least to, then the partition is MIRRORING again. mu held.
 func (p *partition) fenceEpoch(to int32) error {

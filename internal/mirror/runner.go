@@ -41,6 +41,9 @@ type mirrorRT struct {
 
 	needMeta chan struct{}
 	lastMeta time.Time
+	// abortMeta cancels an in-flight source metadata refresh: a failover needs no
+	// source and must not wait request.timeout.ms for one that is gone (failoverPending)
+	abortMeta chan struct{}
 
 	// Fetch counters of spec section 13 (FetchStats)
 	fetchRequests, fetchErrors atomic.Int64
@@ -68,7 +71,7 @@ func newMirrorRT(m *Manager, name string) *mirrorRT {
 	ctx, cancel := context.WithCancel(m.ctx)
 	r := &mirrorRT{m: m, name: name, ctx: ctx, cancel: cancel, done: make(chan struct{}),
 		wake: make(chan struct{}, 1), cfgMu: make(chan struct{}, 1), fetchers: map[fetcherKey]*fetcher{},
-		needMeta: make(chan struct{}, 1), suspect: map[string]int{},
+		needMeta: make(chan struct{}, 1), abortMeta: make(chan struct{}, 1), suspect: map[string]int{},
 		status: newSyncStatus(), syncDone: make(chan struct{}),
 		syncedKeys: map[string]map[string]bool{}, warnedActive: map[string]string{}}
 	go r.run()
@@ -106,6 +109,17 @@ func (r *mirrorRT) requestMeta() {
 	default:
 	}
 	r.kick()
+}
+
+// failoverPending tells the runner that a partition it runs is to fail over: a source
+// metadata refresh in flight gives up (and is retried on a later tick), so that the
+// failover runs at once even when the source is down (a DR failover after the source
+// died: its refresh would wait request.timeout.ms, longer than StopMirrorTopics waits).
+func (r *mirrorRT) failoverPending() {
+	select {
+	case r.abortMeta <- struct{}{}:
+	default:
+	}
 }
 
 func (r *mirrorRT) stop() {
@@ -166,12 +180,18 @@ func (r *mirrorRT) tick() time.Duration {
 		need = true
 	default:
 	}
+	failing := false // a failover to run: it needs no source, so no refresh holds it up
 	for _, p := range parts {
 		if p.leader.Load() < 0 && activeState(p.state()) {
 			need = true
 		}
+		t := im.Topics[p.topic]
+		if st := p.state(); st == mirrorproto.StateStopping ||
+			st != mirrorproto.StateStopped && t != nil && t.Mirror != nil && t.Mirror.Desired == metadata.DesiredStopped {
+			failing = true
+		}
 	}
-	if need {
+	if need && !failing {
 		err := r.refreshMeta(im, mir, parts)
 		if r.ctx.Err() == nil {
 			r.report(TaskSourceMetadata, err)
@@ -303,6 +323,15 @@ func (r *mirrorRT) refreshMeta(im *metadata.Image, mir *metadata.Mirror, parts [
 	}
 	ctx, cancel := context.WithTimeout(r.ctx, r.cfg.requestTimeout)
 	defer cancel()
+	refreshed := make(chan struct{})
+	defer close(refreshed)
+	go func() {
+		select {
+		case <-r.abortMeta:
+			cancel()
+		case <-refreshed:
+		}
+	}()
 	meta, err := r.src.metadata(ctx, topics)
 	if err != nil {
 		return err
@@ -366,6 +395,7 @@ func (r *mirrorRT) refreshMeta(im *metadata.Image, mir *metadata.Mirror, parts [
 			if sp.ErrorCode == 0 && sp.Leader >= 0 {
 				p.leader.Store(sp.Leader)
 				p.srcLeaderEpoch.Store(sp.LeaderEpoch)
+				p.noteSourceEpoch(sp.LeaderEpoch)
 			} else {
 				p.leader.Store(-1)
 			}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,9 +17,11 @@ import (
 	"github.com/kmirror/kmirror/internal/record"
 )
 
+// newClient returns a client seeded with addr (host:port, or a comma-separated list of
+// them), closed when the test ends.
 func newClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(strings.Split(addr, ",")...)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,6 +42,9 @@ func TestMain(m *testing.M) {
 	if source != nil {
 		source.Stop()
 	}
+	if kafkaClusterRun != nil {
+		kafkaClusterRun.Stop()
+	}
 	if code == 0 {
 		os.RemoveAll(workDir)
 	} else {

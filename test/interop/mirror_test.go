@@ -34,10 +34,12 @@ func describeMirror(t *testing.T, admin *kgo.Client, mirror string) map[string][
 }
 
 // waitMirrored waits until every partition of topic is MIRRORING with its destination LEO
-// at the source's log end offset.
+// at the source's log end offset (asked anew each try: a source leader elected a moment
+// ago may answer a high watermark below the one its predecessor reached, until its
+// followers fetched again).
 func waitMirrored(t *testing.T, admin, src *kgo.Client, mirror, topic string) {
 	t.Helper()
-	ends := endOffsets(t, src, topic)
+	var ends map[int32]int64
 	var last []mirrorproto.DescribeClusterMirrorsResponsePartition
 	eventually(t, func() string {
 		var ps []string
@@ -50,6 +52,7 @@ func waitMirrored(t *testing.T, admin, src *kgo.Client, mirror, topic string) {
 		}
 		return fmt.Sprintf("%s: source ends %v, describe %v", topic, ends, ps)
 	}, func() bool {
+		ends = endOffsets(t, src, topic)
 		last = describeMirror(t, admin, mirror)[topic]
 		if len(last) != len(ends) {
 			return false
@@ -269,6 +272,21 @@ func stopMirrorTopics(t *testing.T, admin *kgo.Client, mirror string, topics ...
 	}
 }
 
+// waitStopped waits until every partition of topic in mirror is STOPPED (the failover
+// sequence done).
+func waitStopped(t *testing.T, admin *kgo.Client, mirror, topic string) {
+	t.Helper()
+	eventually(t, func() string { return fmt.Sprintf("%+v", describeMirror(t, admin, mirror)[topic]) }, func() bool {
+		ps := describeMirror(t, admin, mirror)[topic]
+		for _, p := range ps {
+			if p.State != mirrorproto.StateStopped {
+				return false
+			}
+		}
+		return len(ps) > 0
+	})
+}
+
 // TestMirrorGroupFailoverFromApacheKafka: a group consumes part of a topic on Apache Kafka
 // with Kafka's console consumer; kmirror mirrors the topic and syncs the group's committed
 // offsets; after failover (StopMirrorTopics) Kafka's console consumer with the same --group
@@ -317,15 +335,7 @@ func groupFailoverScenario(t *testing.T, srcAddr string) {
 
 	// Failover: the source goes away for this topic; the destination becomes writable.
 	stopMirrorTopics(t, admin, "groups-from-kafka", topic)
-	eventually(t, func() string { return fmt.Sprintf("%+v", describeMirror(t, admin, "groups-from-kafka")[topic]) }, func() bool {
-		ps := describeMirror(t, admin, "groups-from-kafka")[topic]
-		for _, p := range ps {
-			if p.State != mirrorproto.StateStopped {
-				return false
-			}
-		}
-		return true
-	})
+	waitStopped(t, admin, "groups-from-kafka", topic)
 	out = tool(t, "", consoleConsumer, "--bootstrap-server", dst.Addr(), "--topic", topic, "--group", group,
 		"--max-messages", "20", "--timeout-ms", "60000")
 	want := append(groupValues(0, 20, 30), groupValues(1, 20, 30)...)
