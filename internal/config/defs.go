@@ -164,7 +164,7 @@ var Topic = define(
 	Def{Name: "flush.messages", Type: TypeLong, Default: maxI64, Synonym: "log.flush.interval.messages", Unit: "records", Doc: "Records appended before an fsync."},
 	Def{Name: "flush.ms", Type: TypeLong, Default: maxI64, Synonym: "log.flush.interval.ms", Unit: "ms", Doc: "Time before an fsync."},
 	Def{Name: "unclean.leader.election.enable", Type: TypeBoolean, Default: "false", Synonym: "unclean.leader.election.enable", Doc: "Elect a replica outside the ISR as a last resort (its ISR becomes that replica alone, leader recovery state RECOVERING; acknowledged records may be lost)."},
-	Def{Name: "mirror.support.unclean.leader.election", Type: TypeBoolean, Default: "false", Doc: "Opt in to ULE_RECOVERY (spec §4). LOG_ALIGNMENT of the topic's mirror partitions then waits for every replica, not only the ISR (cluster.md §3); ULE_RECOVERY itself is never entered yet (docs/mirroring-internals.md)."},
+	Def{Name: "mirror.support.unclean.leader.election", Type: TypeBoolean, Default: "false", Doc: "Opt in to ULE_RECOVERY (spec §4): a truncation the source's history forces (an unclean leader election there) waits, in ULE_RECOVERY, until every replica truncated before the partition is MIRRORING again; LOG_ALIGNMENT of the topic's mirror partitions also waits for every replica, not only the ISR (cluster.md §3)."},
 	Def{Name: "mirror.replication.throttled.replicas", Type: TypeList, Default: "", Doc: "Mirror partitions throttled by mirror.replication.throttled.rate: * for all, or partition:brokerID pairs; empty throttles none."},
 )
 

@@ -119,6 +119,12 @@ func (f *fetcher) checkEpochs(ctx context.Context, cfg *mirrorConfig, conn *fetc
 		}
 		asks = again
 	}
+	for _, p := range ps {
+		if p.runnerNeeded() { // a truncation entered ULE_RECOVERY
+			f.r.kick()
+			break
+		}
+	}
 	if len(pending) == 0 {
 		return ps
 	}
@@ -218,6 +224,9 @@ func (p *partition) applyEpochEnd(a epochAsk, broker, epoch int32, end int64) (n
 // parts from it (DivergingEpoch or OffsetForLeaderEpoch) and persists the report; a
 // failed truncation fails the partition. mu held.
 func (p *partition) truncateSourceDiverged(l *storage.Log, target int64, why string) error {
+	if target < l.LogEndOffset() {
+		p.uleRecovery()
+	}
 	err := p.truncateTo(l, target, why)
 	if err != nil {
 		p.fail("truncate to the source divergence point: "+err.Error(), false)

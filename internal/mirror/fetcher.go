@@ -235,7 +235,7 @@ func (f *fetcher) fetchOnce(ctx context.Context, ps []*partition, pre *prefetch)
 			f.r.requestMeta()
 			ok = false
 		}
-		if p.raiseNeeded() {
+		if p.runnerNeeded() {
 			f.r.kick()
 		}
 		return true
@@ -317,10 +317,12 @@ func sourceUnreachable(err error) bool {
 		errors.Is(err, context.DeadlineExceeded)
 }
 
-func (p *partition) raiseNeeded() bool {
+// runnerNeeded reports whether the partition waits for its runner: an EPOCH_FENCING raise
+// is scheduled, or it entered ULE_RECOVERY.
+func (p *partition) runnerNeeded() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.raiseTo != 0
+	return p.raiseTo != 0 || p.st.State == mirrorproto.StateULERecovery
 }
 
 // fetchIndex finds a fetch's partitions in its response, by topic ID (Fetch v13+) or by

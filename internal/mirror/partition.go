@@ -74,6 +74,9 @@ type partition struct {
 	// throttled: the topic's mirror.replication.throttled.replicas lists this partition
 	// on this broker, so its fetched bytes count against mirror.replication.throttled.rate
 	throttled atomic.Bool
+	// uncleanOptIn: the topic has mirror.support.unclean.leader.election=true, so a
+	// truncation the source's history forces goes through ULE_RECOVERY (uleRecovery)
+	uncleanOptIn atomic.Bool
 	// fetchBytes is the PartitionMaxBytes of the next fetch (0: fetch.max.bytes); see
 	// partitionMaxBytes and sizeFetch
 	fetchBytes atomic.Int32
@@ -464,6 +467,7 @@ func (p *partition) outOfRange(l *storage.Log, fr fetchResult) bool {
 			p.fail("jump to the source log start: "+err.Error(), false)
 		}
 	case fr.sourceEnd >= 0 && leo > fr.sourceEnd:
+		p.uleRecovery()
 		if err := p.truncateTo(l, fr.sourceEnd, "the source log ends below the mirror position"); err != nil {
 			p.fail("truncate to the source log end: "+err.Error(), false)
 		}
@@ -528,6 +532,19 @@ func (p *partition) noteSourceEpoch(sle int32) {
 	}
 	if sle > part.LeaderEpoch() {
 		p.raiseTo = max(p.raiseTo, sle+epochRaiseMargin)
+	}
+}
+
+// uleRecovery enters ULE_RECOVERY (spec section 4) before a MIRRORING partition of an
+// opted-in topic (mirror.support.unclean.leader.election=true) truncates to where the
+// source's history parts from its log: the source lost records it had acknowledged, which
+// only an unclean leader election does to a log a mirror reads up to the source HW. The
+// partition leaves its fetcher; the runner takes it back to MIRRORING once every replica
+// truncated too (cluster.md §3's phase 2 with every replica). A topic not opted in
+// truncates and goes on fetching, as Kafka's follower does. mu held.
+func (p *partition) uleRecovery() {
+	if p.uncleanOptIn.Load() && p.st.State == mirrorproto.StateMirroring {
+		p.setState(mirrorproto.StateULERecovery, "")
 	}
 }
 

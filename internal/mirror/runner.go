@@ -420,6 +420,8 @@ func (r *mirrorRT) drive(p *partition, im *metadata.Image, mir *metadata.Mirror)
 	if t == nil || t.Mirror == nil || t.ID != p.topicID {
 		return 0
 	}
+	unclean := strings.EqualFold(t.Configs[cfgUncleanElection], "true")
+	p.uncleanOptIn.Store(unclean)
 	p.mu.Lock()
 	// Act on the newest desired state, read under mu: im is tick's snapshot, and an RPC
 	// (stop, pause) records the desired state before it changes the partition under mu.
@@ -470,7 +472,16 @@ func (r *mirrorRT) drive(p *partition, im *metadata.Image, mir *metadata.Mirror)
 		} else {
 			p.maybeRaiseEpoch()
 		}
-	case mirrorproto.StateEpochFencing, mirrorproto.StateULERecovery:
+	case mirrorproto.StateEpochFencing:
+		p.setState(mirrorproto.StateMirroring, "")
+	case mirrorproto.StateULERecovery:
+		// the source lost records by an unclean leader election and this leader truncated
+		// to the divergence point (uleRecovery): MIRRORING again only once no replica
+		// holds a longer log, so no follower keeps a record the source no longer has
+		if r.replicasWait(p, true, true) != "" {
+			p.mu.Unlock()
+			return replicaRecheck
+		}
 		p.setState(mirrorproto.StateMirroring, "")
 	case mirrorproto.StateFailed:
 		maxA := r.m.config().RetryMaxAttempts
@@ -488,7 +499,7 @@ func (r *mirrorRT) drive(p *partition, im *metadata.Image, mir *metadata.Mirror)
 	aligning := p.st.State == mirrorproto.StateLogAlignment
 	p.mu.Unlock()
 	if aligning {
-		return r.align(p, strings.EqualFold(t.Configs[cfgUncleanElection], "true"))
+		return r.align(p, unclean)
 	}
 	return 0
 }
