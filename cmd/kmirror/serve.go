@@ -61,7 +61,10 @@ func newServeCommand() *cobra.Command {
 					logger.Warn("The configuration was supplied but isn't a known config", "key", k)
 				}
 			}
-			return runBroker(cfg, logger)
+			// the embedded default's console is a convenience: when its address is taken (a
+			// second broker started from flags on the same machine) the broker serves
+			// without it; a metrics.listener the operator named must bind
+			return runBroker(cfg, logger, configFile == "" && props[console.ConfigKey] == console.DefaultListener)
 		},
 	}
 	cmd.Flags().StringVar(&configFile, "config", "", "server.properties-style file with Kafka's config names")
@@ -84,19 +87,26 @@ func newLogger(level string) (*slog.Logger, error) {
 
 // runBroker starts a broker and serves until SIGINT/SIGTERM, then shuts down cleanly:
 // in-flight requests answered, logs flushed, checkpoints written. A broker that stopped
-// serving by itself (Broker.Serve's error) is shut down too, and the error returned.
-func runBroker(cfg *config.Values, logger *slog.Logger) error {
+// serving by itself (Broker.Serve's error) is shut down too, and the error returned. A
+// metrics.listener that cannot bind is an error, or with optionalConsole (the embedded
+// default's) a warning, and the broker serves without its console.
+func runBroker(cfg *config.Values, logger *slog.Logger, optionalConsole bool) error {
 	b, err := node.New(cfg, logger)
 	if err != nil {
 		return err
 	}
 	if addr := cfg.String(console.ConfigKey); addr != "" {
 		cs, err := console.Start(addr, b, logger, console.Options{})
-		if err != nil {
+		switch {
+		case err != nil && optionalConsole:
+			logger.Warn("status console not started: its default address is taken; set metrics.listener (--override metrics.listener=HOST:PORT) to serve it",
+				"address", addr, "err", err)
+		case err != nil:
 			b.Shutdown(context.Background())
 			return fmt.Errorf("%s %s: %w", console.ConfigKey, addr, err)
+		default:
+			defer cs.Close(context.Background())
 		}
-		defer cs.Close(context.Background())
 	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
