@@ -41,7 +41,7 @@ type cleanerRun struct {
 	CleanS        float64 `json:"clean_s"`
 	FirstCleanedS float64 `json:"first_cleaned_file_s"`
 	Baseline      latency `json:"produce_latency_without_cleaning"`
-	During        latency `json:"produce_latency_during_cleaning"` // records sent between the first .cleaned file and the pass done
+	During        latency `json:"produce_latency_during_cleaning"` // records sent between the compact switch and the pass done
 	Error         string  `json:"error,omitempty"`
 }
 
@@ -148,14 +148,14 @@ func cleanerOne(name, bin, dir string, cs cleanerSettings) cleanerRun {
 	r.FirstCleanedS = float64(fc-sw) / 1e9
 	end := run.Start.Add(run.Sent[len(run.Sent)-1])
 	if dn == 0 {
-		r.Error = "the pass outlasted the window: During covers the first .cleaned file → the window's end"
+		r.Error = "the pass outlasted the window: During covers the compact switch → the window's end"
 	} else {
 		r.CleanS = float64(dn-sw) / 1e9
 		end = time.Unix(0, dn)
 	}
 	var during []time.Duration
 	for i, s := range run.Sent {
-		if at := run.Start.Add(s); at.UnixNano() >= fc && !at.After(end) {
+		if at := run.Start.Add(s); at.UnixNano() >= sw && !at.After(end) {
 			during = append(during, run.Lat[i])
 		}
 	}
@@ -200,13 +200,13 @@ func renderCleanerMarkdown(r cleanerReport) string {
 	fmt.Fprintf(&b, "One kmirror broker per build, one after the other: `kmirror` built at %s (the cleaning pass under the partition's append lock) and at %s (the pass off the lock, each segment group swapped in under it on its own). "+
 		"A topic of one partition, segment.bytes %s, filled with %d records of %d B over %d keys while its cleanup.policy is delete; then one franz-go producer (acks=all) at %d records/s on that partition, "+
 		"%.0f s without cleaning, then %.0f s during which cleanup.policy becomes compact (after 1 s; log.cleaner.backoff.ms %d) and the cleaner's pass runs. "+
-		"\"During cleaning\" counts the records sent between the first `.cleaned` file in the partition directory and the pass done (no `.cleaned`/`.swap` file left, the partition below 3/4 of its size). "+
+		"\"During cleaning\" counts the records sent between the compact switch (IncrementalAlterConfigs acknowledged; the cleaner picks the log up within its backoff) and the pass done (a `.cleaned` file seen in the partition directory, then none of `.cleaned`/`.swap` left and the partition below 3/4 of its size). "+
 		"Latency is Produce call → acknowledgement.\n\n",
 		s.BeforeRev, s.AfterRev, mib(s.SegmentBytes), s.Records, s.RecordBytes, s.Keys, s.Rate, s.BaselineSecond, s.WindowSeconds, s.BackoffMs)
-	b.WriteString("| | " + r.Runs[0].Build + " | " + r.Runs[1].Build + " | after / before |\n|---|---|---|---|\n")
+	b.WriteString("| | " + r.Runs[0].Build + " | " + r.Runs[1].Build + " | before / after |\n|---|---:|---:|---:|\n")
 	row := func(name string, f func(cleanerRun) float64) {
 		a, c := f(r.Runs[0]), f(r.Runs[1])
-		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", name, num(a), num(c), ratio(c, a))
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", name, num(a), num(c), ratio(a, c))
 	}
 	row("fill, MB/s", func(c cleanerRun) float64 { return c.Fill.MBps })
 	row("partition before cleaning, MB", func(c cleanerRun) float64 { return c.FilledMB })
