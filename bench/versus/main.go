@@ -37,6 +37,20 @@
 // write to each partition it led, with the same failure-detection settings for both
 // systems (replicationProps). Its results go to replication-<date>.json and .md.
 //
+// -only cleaner (make bench-cleaner) runs, and only, issue 18's end-to-end cleaner
+// measurement: one kmirror broker built at -cleaner-before (3f101bc: the cleaning pass
+// under the partition's append lock) and one built from the working tree, one after the
+// other; a 1-partition topic filled with keyed records while its cleanup.policy is delete,
+// produce latency at a fixed rate on that partition without cleaning, then while
+// cleanup.policy=compact makes the cleaner clean it. Its results go to cleaner-<date>.json
+// and .md.
+//
+// -only security (make bench-security) runs, and only, issue 16's measurement: one kmirror
+// broker and one Apache Kafka broker, each with a PLAINTEXT and a SASL_SSL listener
+// (SCRAM-SHA-512, PEM keystore): produce and consume throughput with the broker's CPU,
+// and fixed-rate produce latency, per listener. Its results go to security-<date>.json
+// and .md.
+//
 // Results go to bench/results/versus-<date>.json and .md. Apache Kafka's jars come from
 // test/interop/fetch-kafka.sh. Run from the repository root: go run ./bench/versus (or
 // make bench). A benchmark, not a test: CI does not run it.
@@ -181,7 +195,10 @@ func main() {
 	flag.IntVar(&cs.SegmentBytes, "cleaner-segment-bytes", 16<<20, "-only cleaner: segment.bytes of the compacted topic")
 	flag.IntVar(&cs.Rate, "cleaner-rate", 2000, "-only cleaner: records/s of the produce latency runs")
 	flag.Float64Var(&cs.BaselineSecond, "cleaner-baseline-seconds", 15, "-only cleaner: duration of the latency run without cleaning")
-	flag.Float64Var(&cs.WindowSeconds, "cleaner-window-seconds", 60, "-only cleaner: duration of the latency run during which the cleaner runs")
+	flag.Float64Var(&cs.WindowSeconds, "cleaner-window-seconds", 30, "-only cleaner: duration of the latency run during which the cleaner runs")
+	secRecords := flag.Int("security-records", 200000, "-only security: records of each listener's produce and consume runs")
+	secRate := flag.Int("security-latency-rate", 5000, "-only security: records/s of each listener's latency run")
+	secLatSecs := flag.Float64("security-latency-seconds", 10, "-only security: duration of each listener's latency run")
 	keep := flag.Bool("keep", false, "keep the temp directory (data and logs of every process) instead of removing it")
 	flag.Parse()
 	switch *only {
@@ -239,6 +256,14 @@ func main() {
 		}
 		rep := benchReplication(bin, tmp, s, rates, *linger0Rate, *nodes, *clusterParts, *rounds, *roundRecords, *latRounds, *failovers, *failRate)
 		writeResults(*out, "replication", rep, renderReplicationMarkdown(rep))
+		return
+	}
+	if *only == "security" {
+		ss := securitySettings{KafkaVersion: s.KafkaVersion, Records: *secRecords, Partitions: 16, LatencyRate: *secRate, LatencySeconds: *secLatSecs,
+			RecordBytes: recordSize, Mechanism: "SCRAM-SHA-512", TLS: "server certificate RSA 2048, TLS 1.3 (both brokers' default ssl.enabled.protocols TLSv1.2,TLSv1.3; the Go client prefers 1.3)",
+			DataDir: tmp, Client: s.Client}
+		rep := benchSecurity(bin, tmp, ss)
+		writeResults(*out, "security", rep, renderSecurityMarkdown(rep))
 		return
 	}
 	if *only == "cluster" {
