@@ -196,7 +196,7 @@ func main() {
 	flag.IntVar(&cs.Rate, "cleaner-rate", 2000, "-only cleaner: records/s of the produce latency runs")
 	flag.Float64Var(&cs.BaselineSecond, "cleaner-baseline-seconds", 15, "-only cleaner: duration of the latency run without cleaning")
 	flag.Float64Var(&cs.WindowSeconds, "cleaner-window-seconds", 30, "-only cleaner: duration of the latency run during which the cleaner runs")
-	secRecords := flag.Int("security-records", 200000, "-only security: records of each listener's produce and consume runs")
+	secRecords := flag.Int("security-records", 500000, "-only security: records of each listener's produce and consume runs")
 	secRate := flag.Int("security-latency-rate", 5000, "-only security: records/s of each listener's latency run")
 	secLatSecs := flag.Float64("security-latency-seconds", 10, "-only security: duration of each listener's latency run")
 	keep := flag.Bool("keep", false, "keep the temp directory (data and logs of every process) instead of removing it")
