@@ -99,7 +99,7 @@ bench-replication:
 # bench-cleaner runs bench/versus -only cleaner (issue 18): produce latency (acks=all, a
 # fixed rate) on a compacted 2 GB partition while the log cleaner works on it, against the
 # same without cleaning, for kmirror built at 3f101bc (the pass under the append lock) and
-# at HEAD. About 5 minutes on 2 cores; writes bench/results/cleaner-<date>.{json,md}.
+# at HEAD. About 3 minutes on 2 cores; writes bench/results/cleaner-<date>.{json,md}.
 # A benchmark, not a test: CI does not run it.
 bench-cleaner:
 	$(GO) run ./bench/versus -only cleaner $(BENCH_FLAGS)
