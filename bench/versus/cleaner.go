@@ -22,7 +22,7 @@ type cleanerSettings struct {
 	SegmentBytes   int     `json:"segment_bytes"`
 	BackoffMs      int     `json:"log_cleaner_backoff_ms"`
 	Rate           int     `json:"latency_records_per_s"`
-	BaselineSecond float64 `json:"baseline_seconds"`
+	BaselineSeconds float64 `json:"baseline_seconds"`
 	WindowSeconds  float64 `json:"window_seconds"`
 	RecordBytes    int     `json:"record_bytes"`
 	DataDir        string  `json:"data_dir"`
@@ -82,7 +82,7 @@ func buildAt(rev, tmp string) string {
 
 // cleanerOne measures one build: a compacted-to-be topic "big" of one partition filled
 // with cs.Records keyed records while its cleanup.policy is delete (the cleaner leaves
-// it alone), produce latency at cs.Rate for cs.BaselineSecond, then the same producer for
+// it alone), produce latency at cs.Rate for cs.BaselineSeconds, then the same producer for
 // cs.WindowSeconds during which cleanup.policy becomes compact (after one second) and
 // the cleaner's pass runs.
 func cleanerOne(name, bin, dir string, cs cleanerSettings) cleanerRun {
@@ -97,8 +97,8 @@ func cleanerOne(name, bin, dir string, cs cleanerSettings) cleanerRun {
 	logf("cleaner %s: fill %d records over %d keys", name, cs.Records, cs.Keys)
 	r.Fill = produceKeyed(p.addr, "big", "none", cs.Records, keys)
 	settle()
-	logf("cleaner %s: baseline latency at %d records/s for %.0fs", name, cs.Rate, cs.BaselineSecond)
-	r.Baseline = summarize(pacedKeyed(p.addr, "big", "none", cs.Rate, time.Duration(cs.BaselineSecond*float64(time.Second)), 1, keys).Lat)
+	logf("cleaner %s: baseline latency at %d records/s for %.0fs", name, cs.Rate, cs.BaselineSeconds)
+	r.Baseline = summarize(pacedKeyed(p.addr, "big", "none", cs.Rate, time.Duration(cs.BaselineSeconds*float64(time.Second)), 1, keys).Lat)
 	settle()
 	r.FilledMB = float64(diskBytes(logDir, "big")) / 1e6
 
@@ -192,7 +192,7 @@ func renderCleanerMarkdown(r cleanerReport) string {
 		"%.0f s without cleaning, then %.0f s during which cleanup.policy becomes compact (after 1 s; log.cleaner.backoff.ms %d) and the cleaner's pass runs. "+
 		"\"During cleaning\" counts the records sent between the compact switch (IncrementalAlterConfigs acknowledged; the cleaner picks the log up within its backoff) and the pass done (the last `.cleaned` or `.swap` file seen in the partition directory, sampled every 20 ms; one pass: the records produced during the window leave the log below min.cleanable.dirty.ratio 0.5). "+
 		"Latency is Produce call → acknowledgement.\n\n",
-		s.BeforeRev, s.AfterRev, mib(s.SegmentBytes), s.Records, s.RecordBytes, s.Keys, s.Rate, s.BaselineSecond, s.WindowSeconds, s.BackoffMs)
+		s.BeforeRev, s.AfterRev, mib(s.SegmentBytes), s.Records, s.RecordBytes, s.Keys, s.Rate, s.BaselineSeconds, s.WindowSeconds, s.BackoffMs)
 	b.WriteString("| | " + r.Runs[0].Build + " | " + r.Runs[1].Build + " | before / after |\n|---|---:|---:|---:|\n")
 	row := func(name string, f func(cleanerRun) float64) {
 		a, c := f(r.Runs[0]), f(r.Runs[1])

@@ -194,7 +194,7 @@ func main() {
 	flag.IntVar(&cs.Keys, "cleaner-keys", 200000, "-only cleaner: distinct keys of those records")
 	flag.IntVar(&cs.SegmentBytes, "cleaner-segment-bytes", 16<<20, "-only cleaner: segment.bytes of the compacted topic")
 	flag.IntVar(&cs.Rate, "cleaner-rate", 2000, "-only cleaner: records/s of the produce latency runs")
-	flag.Float64Var(&cs.BaselineSecond, "cleaner-baseline-seconds", 15, "-only cleaner: duration of the latency run without cleaning")
+	flag.Float64Var(&cs.BaselineSeconds, "cleaner-baseline-seconds", 15, "-only cleaner: duration of the latency run without cleaning")
 	flag.Float64Var(&cs.WindowSeconds, "cleaner-window-seconds", 30, "-only cleaner: duration of the latency run during which the cleaner runs")
 	secRecords := flag.Int("security-records", 500000, "-only security: records of each listener's produce and consume runs")
 	secRate := flag.Int("security-latency-rate", 5000, "-only security: records/s of each listener's latency run")
