@@ -15,18 +15,18 @@ import (
 
 // cleanerSettings are the sizes of -only cleaner.
 type cleanerSettings struct {
-	BeforeRev      string  `json:"before_rev"`
-	AfterRev       string  `json:"after_rev"`
-	Records        int     `json:"fill_records"`
-	Keys           int     `json:"keys"`
-	SegmentBytes   int     `json:"segment_bytes"`
-	BackoffMs      int     `json:"log_cleaner_backoff_ms"`
-	Rate           int     `json:"latency_records_per_s"`
+	BeforeRev       string  `json:"before_rev"`
+	AfterRev        string  `json:"after_rev"`
+	Records         int     `json:"fill_records"`
+	Keys            int     `json:"keys"`
+	SegmentBytes    int     `json:"segment_bytes"`
+	BackoffMs       int     `json:"log_cleaner_backoff_ms"`
+	Rate            int     `json:"latency_records_per_s"`
 	BaselineSeconds float64 `json:"baseline_seconds"`
-	WindowSeconds  float64 `json:"window_seconds"`
-	RecordBytes    int     `json:"record_bytes"`
-	DataDir        string  `json:"data_dir"`
-	Client         string  `json:"client"`
+	WindowSeconds   float64 `json:"window_seconds"`
+	RecordBytes     int     `json:"record_bytes"`
+	DataDir         string  `json:"data_dir"`
+	Client          string  `json:"client"`
 }
 
 // cleanerRun is one build's figures.
