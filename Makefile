@@ -4,7 +4,7 @@ BIN := bin/kmirror
 # Packages whose state is shared between goroutines run under the race detector.
 RACE_PKGS := ./internal/wire/... ./internal/netmux/... ./internal/storage/... ./internal/partition/... ./internal/replication/... ./internal/metadata/... ./internal/controller/... ./internal/group/... ./internal/txn/... ./internal/mirror/... ./internal/broker/...
 
-.PHONY: build test unit race fuzz checks tour lint deps docs bench bench-cluster bench-replication interop bench-broker clients robustness
+.PHONY: build test unit race fuzz checks tour lint deps docs bench bench-cluster bench-replication bench-cleaner bench-security interop bench-broker clients robustness
 
 build:
 	$(GO) build -o $(BIN) ./cmd/kmirror
@@ -95,3 +95,18 @@ bench-cluster:
 # A benchmark, not a test: CI does not run it.
 bench-replication:
 	$(GO) run ./bench/versus -only replication $(BENCH_FLAGS)
+
+# bench-cleaner runs bench/versus -only cleaner (issue 18): produce latency (acks=all, a
+# fixed rate) on a compacted 2 GB partition while the log cleaner works on it, against the
+# same without cleaning, for kmirror built at 3f101bc (the pass under the append lock) and
+# at HEAD. About 3 minutes on 2 cores; writes bench/results/cleaner-<date>.{json,md}.
+# A benchmark, not a test: CI does not run it.
+bench-cleaner:
+	$(GO) run ./bench/versus -only cleaner $(BENCH_FLAGS)
+
+# bench-security runs bench/versus -only security (issue 16): produce and consume
+# throughput and produce latency over SASL_SSL (SCRAM-SHA-512) against PLAINTEXT, on one
+# kmirror broker and on one Apache Kafka 4.x broker. About 3 minutes on 2 cores; writes
+# bench/results/security-<date>.{json,md}. A benchmark, not a test: CI does not run it.
+bench-security:
+	$(GO) run ./bench/versus -only security $(BENCH_FLAGS)

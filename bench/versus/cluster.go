@@ -132,9 +132,10 @@ var commonProps = []string{
 // clusterProps is the server.properties of node i (0-based; node.id i+1) of a cluster of
 // combined broker+controller nodes with PLAINTEXT listeners addrs and CONTROLLER
 // listeners ctrls: a static quorum of every node (controller.quorum.voters), as
-// docs/cluster.md configures kmirror and Apache Kafka 4.x accepts; extra lines follow
+// docs/cluster.md configures kmirror and Apache Kafka 4.x accepts; more are the node's
+// listeners ("NAME://host:port") after PLAINTEXT, also advertised; extra lines follow
 // commonProps.
-func clusterProps(i int, addrs, ctrls []string, logDir string, extra []string) string {
+func clusterProps(i int, addrs, ctrls []string, logDir string, more, extra []string) string {
 	voters := make([]string, len(ctrls))
 	for j, c := range ctrls {
 		voters[j] = fmt.Sprintf("%d@%s", j+1, c)
@@ -143,8 +144,8 @@ func clusterProps(i int, addrs, ctrls []string, logDir string, extra []string) s
 		"process.roles=broker,controller",
 		fmt.Sprintf("node.id=%d", i+1),
 		"controller.quorum.voters=" + strings.Join(voters, ","),
-		"listeners=PLAINTEXT://" + addrs[i] + ",CONTROLLER://" + ctrls[i],
-		"advertised.listeners=PLAINTEXT://" + addrs[i],
+		"listeners=" + strings.Join(append(append([]string{"PLAINTEXT://" + addrs[i]}, more...), "CONTROLLER://"+ctrls[i]), ","),
+		"advertised.listeners=" + strings.Join(append([]string{"PLAINTEXT://" + addrs[i]}, more...), ","),
 		"log.dirs=" + logDir,
 	}, commonProps...)
 	return strings.Join(append(lines, extra...), "\n") + "\n"
@@ -260,9 +261,10 @@ func (c *cluster) profile(name string) func() {
 }
 
 // startCluster formats n nodes of kind under dir/node<i> with one new cluster ID (not
-// timed), starts them one after the other and returns once they run. extra are
-// server.properties lines of every node after commonProps.
-func startCluster(kind clusterKind, dir string, n int, extra []string) *cluster {
+// timed), starts them one after the other and returns once they run. more, when not nil,
+// gives node i's listeners after PLAINTEXT (clusterProps); extra are server.properties
+// lines of every node after commonProps.
+func startCluster(kind clusterKind, dir string, n int, more func(i int) []string, extra []string) *cluster {
 	addrs, ctrls := make([]string, n), make([]string, n)
 	for i := range n {
 		addrs[i], ctrls[i] = freeAddr(), freeAddr()
@@ -273,7 +275,11 @@ func startCluster(kind clusterKind, dir string, n int, extra []string) *cluster 
 		nd := filepath.Join(dir, fmt.Sprintf("node%d", i+1))
 		must(os.MkdirAll(nd, 0o755))
 		confs[i] = filepath.Join(nd, "server.properties")
-		must(os.WriteFile(confs[i], []byte(clusterProps(i, addrs, ctrls, filepath.Join(nd, "data"), extra)), 0o644))
+		var ls []string
+		if more != nil {
+			ls = more(i)
+		}
+		must(os.WriteFile(confs[i], []byte(clusterProps(i, addrs, ctrls, filepath.Join(nd, "data"), ls, extra)), 0o644))
 		if out, err := kind.format(id, confs[i]).CombinedOutput(); err != nil {
 			fatalf("%s: format node %d: %v\n%s", kind.name, i+1, err, out)
 		}
@@ -404,7 +410,7 @@ func benchCluster(kind clusterKind, dir string, cs clusterSettings) clusterResul
 			r.Startups[i-1].StopS = c.stop()
 		}
 		logf("cluster %s: formatting and starting %d nodes (start-up %d of %d)", kind.name, cs.Nodes, i+1, max(1, cs.Startups))
-		c = startCluster(kind, filepath.Join(dir, fmt.Sprintf("start%d", i+1)), cs.Nodes, nil)
+		c = startCluster(kind, filepath.Join(dir, fmt.Sprintf("start%d", i+1)), cs.Nodes, nil, nil)
 		st := waitServing(c, topic, cs.Partitions, 1, nil)
 		logf("cluster %s: %d brokers listed after %.2fs, topic %s created and led after %.2fs", kind.name, cs.Nodes, st.MetadataS, topic, st.TopicS)
 		r.Startups = append(r.Startups, st)

@@ -43,6 +43,20 @@ var values = func() [][]byte {
 	return vs
 }()
 
+// listenerOpts maps a listener's host:port to the client options it needs besides the
+// seed (TLS and SASL, see security.go); PLAINTEXT listeners have no entry.
+var listenerOpts sync.Map
+
+// seed is the options of a client of the listener addr: kgo.SeedBrokers(addr) and the
+// listener's listenerOpts.
+func seed(addr string) []kgo.Opt {
+	opts := []kgo.Opt{kgo.SeedBrokers(addr)}
+	if o, ok := listenerOpts.Load(addr); ok {
+		opts = append(opts, o.([]kgo.Opt)...)
+	}
+	return opts
+}
+
 // clientOpts are the franz-go settings shared by every producer of the benchmark, on
 // both brokers: kgo defaults (acks=all, idempotent) with 1 MiB batches.
 func producerOpts(addr, codec string) []kgo.Opt {
@@ -50,8 +64,29 @@ func producerOpts(addr, codec string) []kgo.Opt {
 	if codec == "zstd" {
 		c = kgo.ZstdCompression()
 	}
-	return []kgo.Opt{kgo.SeedBrokers(addr), kgo.ProducerBatchMaxBytes(1 << 20), kgo.MaxBufferedRecords(20000),
-		kgo.ProducerBatchCompression(c)}
+	return append(seed(addr), kgo.ProducerBatchMaxBytes(1<<20), kgo.MaxBufferedRecords(20000),
+		kgo.ProducerBatchCompression(c))
+}
+
+// keySpace is n distinct record keys ("k" and 7 digits), the keys of records produced to
+// a compacted topic; nil (n = 0) produces records without a key.
+func keySpace(n int) [][]byte {
+	if n <= 0 {
+		return nil
+	}
+	ks := make([][]byte, n)
+	for i := range ks {
+		ks[i] = []byte(fmt.Sprintf("k%07d", i))
+	}
+	return ks
+}
+
+// keyOf is record i's key: keys[i mod len(keys)], nil without keys.
+func keyOf(keys [][]byte, i int) []byte {
+	if len(keys) == 0 {
+		return nil
+	}
+	return keys[i%len(keys)]
 }
 
 func newClient(opts ...kgo.Opt) *kgo.Client {
@@ -70,7 +105,7 @@ func createTopic(addr, topic string, partitions int, configs map[string]*string)
 
 // createTopicRF is createTopic with replication factor rf.
 func createTopicRF(addr, topic string, partitions, rf int, configs map[string]*string) {
-	cl := newClient(kgo.SeedBrokers(addr))
+	cl := newClient(seed(addr)...)
 	defer cl.Close()
 	resp, err := kadm.NewClient(cl).CreateTopic(context.Background(), int32(partitions), int16(rf), configs, topic)
 	if err == nil {
@@ -97,6 +132,11 @@ func rate(n int, d time.Duration) throughput {
 
 // produce writes n records as fast as the client goes and returns the rate.
 func produce(addr, topic, codec string, n int) throughput {
+	return produceKeyed(addr, topic, codec, n, nil)
+}
+
+// produceKeyed is produce with record i keyed keyOf(keys, i).
+func produceKeyed(addr, topic, codec string, n int, keys [][]byte) throughput {
 	cl := newClient(append(producerOpts(addr, codec), kgo.DefaultProduceTopic(topic))...)
 	defer cl.Close()
 	ctx := context.Background()
@@ -105,7 +145,7 @@ func produce(addr, topic, codec string, n int) throughput {
 	wg.Add(n)
 	start := time.Now()
 	for i := 0; i < n; i++ {
-		cl.Produce(ctx, &kgo.Record{Value: values[i%len(values)]}, func(_ *kgo.Record, err error) {
+		cl.Produce(ctx, &kgo.Record{Key: keyOf(keys, i), Value: values[i%len(values)]}, func(_ *kgo.Record, err error) {
 			if err != nil {
 				failed.Store(err)
 			}
@@ -122,7 +162,7 @@ func produce(addr, topic, codec string, n int) throughput {
 
 // consume reads n records from the start of topic and returns the rate.
 func consume(addr, topic string, n int) throughput {
-	cl := newClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxBytes(16<<20))
+	cl := newClient(append(seed(addr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxBytes(16<<20))...)
 	defer cl.Close()
 	got := 0
 	start := time.Now()
@@ -157,6 +197,9 @@ type pacedRun struct {
 	Records int             // records produced (all acknowledged)
 	Seconds float64         // first send → last acknowledgement
 	LastAck time.Time       // the last acknowledgement
+	Start   time.Time       // when the producers started
+	// Sent is each record's send time since Start, in the order of Lat.
+	Sent []time.Duration
 }
 
 // achieved is the produced rate in records/s (records over first send → last ack).
@@ -178,12 +221,17 @@ var stampedValues = sync.Pool{New: func() any { b := make([]byte, recordSize); r
 // below perSec: the caller reads it from the result. Every record must be acknowledged.
 // extra are client options after producerOpts.
 func paced(addr, topic, codec string, perSec int, d time.Duration, clients int, extra ...kgo.Opt) pacedRun {
+	return pacedKeyed(addr, topic, codec, perSec, d, clients, nil, extra...)
+}
+
+// pacedKeyed is paced with each client's record i keyed keyOf(keys, i).
+func pacedKeyed(addr, topic, codec string, perSec int, d time.Duration, clients int, keys [][]byte, extra ...kgo.Opt) pacedRun {
 	clients = max(1, min(clients, perSec))
 	ctx := context.Background()
 	var acks, producers sync.WaitGroup
 	var failed atomic.Value
 	var lastAck atomic.Int64
-	lats := make([][]time.Duration, clients)
+	lats, sents := make([][]time.Duration, clients), make([][]time.Duration, clients)
 	start := time.Now()
 	for w := range clients {
 		cl := newClient(append(append(producerOpts(addr, codec), kgo.DefaultProduceTopic(topic)), extra...)...)
@@ -193,6 +241,7 @@ func paced(addr, topic, codec string, perSec int, d time.Duration, clients int, 
 			share++
 		}
 		lat := make([]time.Duration, int(float64(share)*d.Seconds()))
+		sentAt := make([]time.Duration, len(lat))
 		producers.Add(1)
 		go func() {
 			defer producers.Done()
@@ -213,8 +262,9 @@ func paced(addr, topic, codec string, perSec int, d time.Duration, clients int, 
 					sent := time.Now()
 					binary.BigEndian.PutUint64(v, uint64(sent.UnixNano()))
 					idx := i
+					sentAt[i] = sent.Sub(start)
 					acks.Add(1)
-					cl.Produce(ctx, &kgo.Record{Value: v}, func(_ *kgo.Record, err error) {
+					cl.Produce(ctx, &kgo.Record{Key: keyOf(keys, i), Value: v}, func(_ *kgo.Record, err error) {
 						now := time.Now()
 						if err != nil {
 							failed.Store(err)
@@ -232,7 +282,7 @@ func paced(addr, topic, codec string, perSec int, d time.Duration, clients int, 
 				}
 				time.Sleep(time.Millisecond)
 			}
-			lats[w] = lat[:i]
+			lats[w], sents[w] = lat[:i], sentAt[:i]
 		}()
 	}
 	producers.Wait()
@@ -240,9 +290,10 @@ func paced(addr, topic, codec string, perSec int, d time.Duration, clients int, 
 	if err, _ := failed.Load().(error); err != nil {
 		fatalf("paced produce to %s: %v", topic, err)
 	}
-	var r pacedRun
-	for _, l := range lats {
+	r := pacedRun{Start: start}
+	for w, l := range lats {
 		r.Lat = append(r.Lat, l...)
+		r.Sent = append(r.Sent, sents[w]...)
 	}
 	r.Records = len(r.Lat)
 	if r.Records > 0 {

@@ -37,6 +37,20 @@
 // write to each partition it led, with the same failure-detection settings for both
 // systems (replicationProps). Its results go to replication-<date>.json and .md.
 //
+// -only cleaner (make bench-cleaner) runs, and only, issue 18's end-to-end cleaner
+// measurement: one kmirror broker built at -cleaner-before (3f101bc: the cleaning pass
+// under the partition's append lock) and one built from the working tree, one after the
+// other; a 1-partition topic filled with keyed records while its cleanup.policy is delete,
+// produce latency at a fixed rate on that partition without cleaning, then while
+// cleanup.policy=compact makes the cleaner clean it. Its results go to cleaner-<date>.json
+// and .md.
+//
+// -only security (make bench-security) runs, and only, issue 16's measurement: one kmirror
+// broker and one Apache Kafka broker, each with a PLAINTEXT and a SASL_SSL listener
+// (SCRAM-SHA-512, PEM keystore): produce and consume throughput with the broker's CPU,
+// and fixed-rate produce latency, per listener. Its results go to security-<date>.json
+// and .md.
+//
 // Results go to bench/results/versus-<date>.json and .md. Apache Kafka's jars come from
 // test/interop/fetch-kafka.sh. Run from the repository root: go run ./bench/versus (or
 // make bench). A benchmark, not a test: CI does not run it.
@@ -54,7 +68,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/internal/kafkaproc"
 )
@@ -159,7 +172,7 @@ func main() {
 	lagSecs := flag.Int("lag-seconds", 20, "duration of each steady-state lag run")
 	flag.StringVar(&s.MM2Target, "mm2-target", "kmirror", "MirrorMaker 2 destination: kmirror or kafka")
 	out := flag.String("out", "bench/results", "directory for the results")
-	only := flag.String("only", "", "run only 'broker' or 'mirror', or 'cluster': a 3-node kmirror cluster against a 3-node Apache Kafka cluster alone (not part of the default run; results in cluster-<date>.{json,md}), or 'replication': the same clusters with replication factor 3, min.insync.replicas 2 and leader failover (results in replication-<date>.{json,md})")
+	only := flag.String("only", "", "run only 'broker' or 'mirror', or 'cluster': a 3-node kmirror cluster against a 3-node Apache Kafka cluster alone (not part of the default run; results in cluster-<date>.{json,md}), or 'replication': the same clusters with replication factor 3, min.insync.replicas 2 and leader failover (results in replication-<date>.{json,md}), or 'cleaner': produce latency while the log cleaner works on a large partition, kmirror before and after (cleaner-<date>.{json,md}), or 'security': SASL_SSL against PLAINTEXT, kmirror and Apache Kafka (security-<date>.{json,md})")
 	nodes := flag.Int("nodes", 3, "nodes of each cluster of -only cluster")
 	clusterParts := flag.Int("cluster-partitions", 12, "partitions of the topics of -only cluster")
 	startups := flag.Int("startups", 3, "start-ups of a fresh cluster per system of -only cluster (the median is reported; the last cluster is measured)")
@@ -175,10 +188,23 @@ func main() {
 	withMM2 := flag.Bool("mm2", true, "run MirrorMaker 2 (false: kmirror's mirroring figures only)")
 	tuned1 := flag.Bool("tuned1", true, fmt.Sprintf("also mirror a second 1-partition uncompressed backlog with a second mirror whose fetch.max.bytes is %d", tunedFetchMaxBytes))
 	flag.StringVar(&perfDir, "perf", "", "directory for `perf record` profiles of kmirror's consume and mirror catch-up windows")
+	var cs cleanerSettings
+	flag.StringVar(&cs.BeforeRev, "cleaner-before", "3f101bc", "-only cleaner: the git revision of the \"before\" build (the cleaning pass under the append lock)")
+	flag.IntVar(&cs.Records, "cleaner-records", 2000000, "-only cleaner: records filling the compacted partition")
+	flag.IntVar(&cs.Keys, "cleaner-keys", 200000, "-only cleaner: distinct keys of those records")
+	flag.IntVar(&cs.SegmentBytes, "cleaner-segment-bytes", 16<<20, "-only cleaner: segment.bytes of the compacted topic")
+	flag.IntVar(&cs.Rate, "cleaner-rate", 2000, "-only cleaner: records/s of the produce latency runs")
+	flag.Float64Var(&cs.BaselineSeconds, "cleaner-baseline-seconds", 15, "-only cleaner: duration of the latency run without cleaning")
+	flag.Float64Var(&cs.WindowSeconds, "cleaner-window-seconds", 30, "-only cleaner: duration of the latency run during which the cleaner runs")
+	secRecords := flag.Int("security-records", 500000, "-only security: records of each listener's produce and consume runs")
+	secRate := flag.Int("security-latency-rate", 5000, "-only security: records/s of each listener's latency run")
+	secLatSecs := flag.Float64("security-latency-seconds", 10, "-only security: duration of each listener's latency run")
 	keep := flag.Bool("keep", false, "keep the temp directory (data and logs of every process) instead of removing it")
 	flag.Parse()
-	if *only != "" && *only != "broker" && *only != "mirror" && *only != "cluster" && *only != "replication" {
-		fatalf("-only %q: expected broker, mirror, cluster or replication", *only)
+	switch *only {
+	case "", "broker", "mirror", "cluster", "replication", "cleaner", "security":
+	default:
+		fatalf("-only %q: expected broker, mirror, cluster, replication, cleaner or security", *only)
 	}
 	s.LatencySeconds, s.LagSeconds, s.RecordBytes = float64(*latSecs), float64(*lagSecs), recordSize
 	if *tuned1 {
@@ -197,6 +223,19 @@ func main() {
 	bin := filepath.Join(tmp, "kmirror")
 	if b, err := exec.Command("go", "build", "-o", bin, "./cmd/kmirror").CombinedOutput(); err != nil {
 		fatalf("go build: %v\n%s", err, b)
+	}
+	if *only == "cleaner" {
+		cs.BackoffMs, cs.RecordBytes, cs.DataDir = 500, recordSize, tmp
+		cs.Client = "franz-go kgo v1.22 (acks=all, idempotent, 1 MiB batches, 20000 buffered records), one client"
+		head, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
+		must(err)
+		cs.AfterRev = strings.TrimSpace(string(head))
+		if st, _ := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); len(st) > 0 {
+			cs.AfterRev += " + working tree changes"
+		}
+		rep := benchCleaner(bin, tmp, cs)
+		writeResults(*out, "cleaner", rep, renderCleanerMarkdown(rep))
+		return
 	}
 	o, err := exec.Command("./test/interop/fetch-kafka.sh", s.KafkaVersion).Output()
 	if err != nil {
@@ -217,6 +256,14 @@ func main() {
 		}
 		rep := benchReplication(bin, tmp, s, rates, *linger0Rate, *nodes, *clusterParts, *rounds, *roundRecords, *latRounds, *failovers, *failRate)
 		writeResults(*out, "replication", rep, renderReplicationMarkdown(rep))
+		return
+	}
+	if *only == "security" {
+		ss := securitySettings{KafkaVersion: s.KafkaVersion, Records: *secRecords, Partitions: 16, LatencyRate: *secRate, LatencySeconds: *secLatSecs,
+			RecordBytes: recordSize, Mechanism: "SCRAM-SHA-512", TLS: "server certificate RSA 2048, TLS 1.3 (both brokers' default ssl.enabled.protocols TLSv1.2,TLSv1.3; the Go client prefers 1.3)",
+			DataDir: tmp, Client: s.Client}
+		rep := benchSecurity(bin, tmp, ss)
+		writeResults(*out, "security", rep, renderSecurityMarkdown(rep))
 		return
 	}
 	if *only == "cluster" {
@@ -472,7 +519,7 @@ func withProp(props, key, value string) string {
 
 // waitTopic waits until topic exists on addr with a leader for every partition.
 func waitTopic(addr, topic string) {
-	cl := newClient(kgo.SeedBrokers(addr))
+	cl := newClient(seed(addr)...)
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {

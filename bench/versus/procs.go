@@ -142,11 +142,19 @@ func (p *proc) waitMetadata(limit time.Duration) {
 	}
 }
 
-// startKmirror runs `kmirror serve` with its defaults (no forced fsync) on dir.
-func startKmirror(bin, name, dir string) *proc {
+// startKmirror runs `kmirror serve` with its defaults (no forced fsync) on dir, with a
+// PLAINTEXT listener; extra are more `kmirror serve` arguments (e.g. --override k=v).
+func startKmirror(bin, name, dir string, extra ...string) *proc {
+	return startKmirrorListeners(bin, name, dir, nil, extra...)
+}
+
+// startKmirrorListeners is startKmirror with the listeners more ("NAME://host:port")
+// after the PLAINTEXT one, which stays the proc's addr.
+func startKmirrorListeners(bin, name, dir string, more []string, extra ...string) *proc {
 	must(os.MkdirAll(dir, 0o755))
 	addr := freeAddr()
-	cmd := exec.Command(bin, "serve", "--listeners", "PLAINTEXT://"+addr, "--log-dirs", filepath.Join(dir, "data"), "--log-level", "warn")
+	listeners := strings.Join(append([]string{"PLAINTEXT://" + addr}, more...), ",")
+	cmd := exec.Command(bin, append([]string{"serve", "--listeners", listeners, "--log-dirs", filepath.Join(dir, "data"), "--log-level", "warn"}, extra...)...)
 	p := launch(name, addr, filepath.Join(dir, "kmirror.log"), cmd)
 	p.waitMetadata(60 * time.Second)
 	return p

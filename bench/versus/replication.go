@@ -150,7 +150,7 @@ func benchReplication(bin, tmp string, s settings, latRates []int, linger0Rate, 
 func benchReplicated(kind clusterKind, dir string, rs replicationSettings) replicationResult {
 	r := replicationResult{Cluster: kind.name}
 	logf("replication %s: formatting and starting %d nodes", kind.name, rs.Nodes)
-	c := startCluster(kind, dir, rs.Nodes, replicationProps)
+	c := startCluster(kind, dir, rs.Nodes, nil, replicationProps)
 	defer func() {
 		if c != nil {
 			c.stop()
