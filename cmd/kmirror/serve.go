@@ -57,7 +57,7 @@ func newServeCommand() *cobra.Command {
 				return err
 			}
 			for k := range props {
-				if config.Broker[k] == nil { // Kafka's AbstractConfig.logUnused
+				if !config.IsKnownBrokerKey(k) { // Kafka's AbstractConfig.logUnused
 					logger.Warn("The configuration was supplied but isn't a known config", "key", k)
 				}
 			}

@@ -170,6 +170,28 @@ func (s Set) Names() []string {
 	return names
 }
 
+// IsKnownBrokerKey reports whether name is a broker config kmirror reads: a key of
+// Broker, or one set for a single listener as Kafka's per-listener configs are,
+// listener.name.<listener>.<key> (with a SASL mechanism before sasl.jaas.config, e.g.
+// listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config).
+func IsKnownBrokerKey(name string) bool {
+	if Broker[name] != nil {
+		return true
+	}
+	rest, ok := strings.CutPrefix(name, "listener.name.")
+	if !ok {
+		return false
+	}
+	_, key, ok := strings.Cut(rest, ".")
+	if !ok {
+		return false
+	}
+	if mech, jaas, ok := strings.Cut(key, "."); ok && jaas == "sasl.jaas.config" && mech != "" {
+		return true
+	}
+	return Broker[key] != nil
+}
+
 // IsDynamicBrokerKey reports whether the broker key name is applied when it changes at
 // run time: marked Dynamic, or the default of a topic config.
 func IsDynamicBrokerKey(name string) bool {

@@ -143,3 +143,20 @@ func TestMirrorName(t *testing.T) {
 		}
 	}
 }
+
+// TestIsKnownBrokerKey: per-listener keys (Kafka's listener.name.<listener>.<key>, and
+// the SASL mechanism's jaas config) are known, so serve does not warn about them.
+func TestIsKnownBrokerKey(t *testing.T) {
+	for k, want := range map[string]bool{
+		"log.dirs": true,
+		"listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": true,
+		"listener.name.ssl.ssl.keystore.location":               true,
+		"listener.name.ssl.no.such.key":                         false,
+		"listener.name.x":                                       false,
+		"no.such.key":                                           false,
+	} {
+		if got := IsKnownBrokerKey(k); got != want {
+			t.Errorf("IsKnownBrokerKey(%q) = %v, want %v", k, got, want)
+		}
+	}
+}
