@@ -2,6 +2,7 @@ package interop
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -13,21 +14,35 @@ import (
 	"github.com/kmirror/kmirror/internal/brokertest"
 	"github.com/kmirror/kmirror/internal/kafkaproc"
 	"github.com/kmirror/kmirror/internal/mirrorproto"
+	"github.com/kmirror/kmirror/internal/security/securitytest"
 )
 
 // aclsTool is kafka-acls.sh.
 const aclsTool = "org.apache.kafka.tools.AclCommand"
 
 // TestKafkaAclsTool: Apache Kafka's kafka-acls adds, lists and removes bindings on a
-// kmirror broker with the StandardAuthorizer on (the PLAINTEXT principal User:ANONYMOUS a
-// super user), literal and prefixed, ALLOW and DENY.
+// kmirror broker with the StandardAuthorizer on, literal and prefixed, ALLOW and DENY,
+// over SASL_PLAINTEXT as the SCRAM-SHA-512 super user admin (--command-config; the
+// credential bootstrapped as storage format --add-scram does).
 func TestKafkaAclsTool(t *testing.T) {
 	needKafka(t)
+	dir := t.TempDir()
+	securitytest.BootstrapScram(t, dir, "SCRAM-SHA-512", map[string]string{"admin": "admin-secret"})
 	b := brokertest.Start(t, map[string]string{
-		"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-		"super.users":           "User:ANONYMOUS",
+		"listeners":               "SASL_PLAINTEXT://127.0.0.1:0",
+		"log.dirs":                dir,
+		"sasl.enabled.mechanisms": "SCRAM-SHA-512",
+		"authorizer.class.name":   "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+		"super.users":             "User:admin",
 	})
-	bs := []string{"--bootstrap-server", b.Addr()}
+	admin := filepath.Join(t.TempDir(), "admin.properties")
+	if err := os.WriteFile(admin, []byte(`security.protocol=SASL_PLAINTEXT
+sasl.mechanism=SCRAM-SHA-512
+sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" password="admin-secret";
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bs := []string{"--bootstrap-server", b.Addr(), "--command-config", admin}
 	tool(t, "", aclsTool, append(bs, "--add", "--allow-principal", "User:alice", "--operation", "Read",
 		"--topic", "orders", "--group", "app")...)
 	tool(t, "", aclsTool, append(bs, "--add", "--deny-principal", "User:bob", "--operation", "Write",
