@@ -4,7 +4,7 @@ BIN := bin/kmirror
 # Packages whose state is shared between goroutines run under the race detector.
 RACE_PKGS := ./internal/wire/... ./internal/netmux/... ./internal/storage/... ./internal/partition/... ./internal/replication/... ./internal/metadata/... ./internal/controller/... ./internal/group/... ./internal/txn/... ./internal/mirror/... ./internal/broker/...
 
-.PHONY: build test unit race fuzz checks tour lint deps docs bench bench-cluster bench-replication bench-cleaner bench-security interop bench-broker clients robustness
+.PHONY: build test unit race fuzz checks tour lint deps docs bench bench-cluster bench-replication bench-cleaner bench-security interop bench-broker clients clients-security robustness
 
 build:
 	$(GO) build -o $(BIN) ./cmd/kmirror
@@ -53,12 +53,20 @@ interop:
 clients:
 	./test/clients/run.sh
 
+# clients-security runs test/clients/security.sh: kafka-clients (Java), confluent-kafka
+# (librdkafka) and kafkajs each produce and consume on one kmirror broker over SASL_SSL with
+# SCRAM-SHA-512, SASL_PLAINTEXT with PLAIN and SSL with a client certificate, the
+# StandardAuthorizer on (about 40 s once the clients are fetched; needs what `make deps`
+# installs). Part of `make test`.
+clients-security:
+	./test/clients/security.sh
+
 # tour runs the README's first command and its tour as written, in an 80x24 tmux session
 # from a clean clone (test/tour/readme-tour.sh; needs ports 9091, 9094, 9191 and 9194).
 tour:
 	./test/tour/readme-tour.sh
 
-test: deps lint unit race fuzz interop checks tour
+test: deps lint unit race fuzz interop clients-security checks tour
 	@echo "make test: all passed"
 
 docs:

@@ -12,11 +12,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/kmirror/kmirror/internal/broker"
 	"github.com/kmirror/kmirror/internal/brokertest"
 	"github.com/kmirror/kmirror/internal/config"
 	"github.com/kmirror/kmirror/internal/mirrorproto"
+	"github.com/kmirror/kmirror/internal/security/securitytest"
 )
 
 const standardAuthorizer = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
@@ -446,5 +448,85 @@ func TestCreateTopicsAuthorization(t *testing.T) {
 	}
 	if r := byName["other"]; r.ErrorCode != kerr.TopicAuthorizationFailed.Code {
 		t.Fatalf("CreateTopics other: %v, want TOPIC_AUTHORIZATION_FAILED", kerr.ErrorForCode(r.ErrorCode))
+	}
+}
+
+// TestACLsForSASLPrincipals: over SASL_PLAINTEXT with SCRAM-SHA-512, the ACLs decide for
+// the authenticated principal. admin (bootstrapped as storage format --add-scram does,
+// and a super user) creates alice with AlterUserScramCredentials and gives her READ on
+// topic t and group g, WRITE on the topics prefixed p- and a DENY of WRITE on p-secret.
+// alice consumes t in g and commits; producing to t, reading u and joining group h are
+// refused with TOPIC_ and GROUP_AUTHORIZATION_FAILED; she writes p-open (prefixed match)
+// but not p-secret (DENY over ALLOW) nor q; User:ANONYMOUS's bindings are not hers.
+func TestACLsForSASLPrincipals(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	securitytest.BootstrapScram(t, dir, "SCRAM-SHA-512", map[string]string{"admin": "admin-secret"})
+	b := brokertest.Start(t, map[string]string{
+		"listeners":               "SASL_PLAINTEXT://127.0.0.1:0",
+		"log.dirs":                dir,
+		"sasl.enabled.mechanisms": "SCRAM-SHA-512",
+		"authorizer.class.name":   standardAuthorizer,
+		"super.users":             "User:admin",
+		"num.partitions":          "1",
+	})
+	as := func(user, pw string) kgo.Opt { return kgo.SASL(scram.Auth{User: user, Pass: pw}.AsSha512Mechanism()) }
+	admin := b.Client(as("admin", "admin-secret"))
+	adm := kadm.NewClient(admin)
+	res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "alice", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "alice-secret"}})
+	if err != nil || res.AllFailed() {
+		t.Fatalf("AlterUserScramCredentials alice: %v %+v", err, res)
+	}
+	for _, topic := range []string{"t", "u", "p-open", "p-secret", "q"} {
+		if _, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	produceN(t, admin, "t", 0, 5)
+	produceN(t, admin, "u", 0, 1)
+	createACLs(t, adm, kadm.NewACLs().Allow("User:alice").Topics("t").Groups("g").ResourcePatternType(kadm.ACLPatternLiteral).Operations(kadm.OpRead))
+	createACLs(t, adm, kadm.NewACLs().Allow("User:alice").Topics("p-").ResourcePatternType(kadm.ACLPatternPrefixed).Operations(kadm.OpWrite))
+	createACLs(t, adm, kadm.NewACLs().Deny("User:alice").Topics("p-secret").ResourcePatternType(kadm.ACLPatternLiteral).Operations(kadm.OpWrite))
+	createACLs(t, adm, kadm.NewACLs().Allow(anonymous).Topics("u").Groups("h").ResourcePatternType(kadm.ACLPatternLiteral).Operations(kadm.OpRead))
+	alice := as("alice", "alice-secret")
+
+	c := b.Client(alice, kgo.ConsumeTopics("t"), kgo.ConsumerGroup("g"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit())
+	if got := len(consumeN(t, c, 5)); got != 5 {
+		t.Fatalf("alice consumed %d records of t in g, want 5", got)
+	}
+	if err := c.CommitUncommittedOffsets(ctx); err != nil {
+		t.Fatalf("alice committing in g: %v", err)
+	}
+	offs, err := adm.FetchOffsets(ctx, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := offs.Lookup("t", 0); o.At != 5 {
+		t.Fatalf("g's committed offset of t/0 is %d, want 5", o.At)
+	}
+
+	p := b.Client(alice, kgo.DisableIdempotentWrite())
+	for topic, want := range map[string]error{"t": kerr.TopicAuthorizationFailed, "p-open": nil,
+		"p-secret": kerr.TopicAuthorizationFailed, "q": kerr.TopicAuthorizationFailed} {
+		err := p.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("v")}).FirstErr()
+		if want == nil && err != nil || want != nil && !errors.Is(err, want) {
+			t.Fatalf("alice producing to %s: %v, want %v", topic, err, want)
+		}
+	}
+
+	u := b.Client(alice, kgo.ConsumeTopics("u"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err := u.PollFetches(ctx).Err(); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("alice reading u: %v, want TOPIC_AUTHORIZATION_FAILED", err)
+	}
+	h := b.Client(alice, kgo.ConsumeTopics("t"), kgo.ConsumerGroup("h"))
+	if err := h.PollFetches(ctx).Err(); !errors.Is(err, kerr.GroupAuthorizationFailed) {
+		t.Fatalf("alice consuming t in group h: %v, want GROUP_AUTHORIZATION_FAILED", err)
+	}
+	jr := kmsg.NewPtrJoinGroupRequest()
+	jr.Group, jr.ProtocolType, jr.SessionTimeoutMillis, jr.RebalanceTimeoutMillis = "h", "consumer", 10000, 10000
+	jr.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range"}}
+	jresp, err := p.Broker(1).Request(ctx, jr)
+	if err != nil || jresp.(*kmsg.JoinGroupResponse).ErrorCode != kerr.GroupAuthorizationFailed.Code {
+		t.Fatalf("alice's JoinGroup h: %+v %v, want GROUP_AUTHORIZATION_FAILED", jresp, err)
 	}
 }

@@ -126,6 +126,10 @@ type BrokerConfig struct {
 	ClusterID string
 	// ReadyTimeout bounds process start → first Metadata answer; 0 means 2 minutes.
 	ReadyTimeout time.Duration
+	// Listeners are listeners beside PLAINTEXT, "NAME://127.0.0.1:port" each, named as
+	// their security protocol (SSL, SASL_PLAINTEXT, SASL_SSL); their settings
+	// (listener.name.<name>.…, sasl.enabled.mechanisms) go in Props. KRaft only.
+	Listeners []string
 }
 
 // formatTimeout bounds each StorageTool run.
@@ -136,16 +140,23 @@ const formatTimeout = 2 * time.Minute
 // controller listener on ctrl (both host:port) and its log directory logDir, one
 // "key=value" per line: replication factor 1 for the internal topics, no initial
 // rebalance delay, no topic auto-creation, everything else at Apache Kafka's defaults
-// (no forced fsync). extra lines follow the base ones.
-func ServerProperties(addr, ctrl, logDir string, extra ...string) string {
+// (no forced fsync). listeners are more listeners as BrokerConfig.Listeners, advertised
+// as they are; extra lines follow the base ones.
+func ServerProperties(addr, ctrl, logDir string, listeners []string, extra ...string) string {
+	more, protocols := "", ""
+	for _, l := range listeners {
+		name, _, _ := strings.Cut(l, "://")
+		more += "," + l
+		protocols += "," + name + ":" + name
+	}
 	lines := append([]string{
 		"process.roles=broker,controller",
 		"node.id=1",
 		"controller.quorum.bootstrap.servers=" + ctrl,
-		"listeners=PLAINTEXT://" + addr + ",CONTROLLER://" + ctrl,
-		"advertised.listeners=PLAINTEXT://" + addr,
+		"listeners=PLAINTEXT://" + addr + ",CONTROLLER://" + ctrl + more,
+		"advertised.listeners=PLAINTEXT://" + addr + more,
 		"controller.listener.names=CONTROLLER",
-		"listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+		"listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT" + protocols,
 		"inter.broker.listener.name=PLAINTEXT",
 		"log.dirs=" + logDir,
 		"offsets.topic.replication.factor=1",
@@ -227,7 +238,7 @@ func StartBroker(j Java, c BrokerConfig) (*Broker, error) {
 		if err != nil {
 			return nil, err
 		}
-		props = ServerProperties(addr, ctrl, filepath.Join(c.Dir, "data"), c.Props...)
+		props = ServerProperties(addr, ctrl, filepath.Join(c.Dir, "data"), c.Listeners, c.Props...)
 	}
 	if err := os.WriteFile(conf, []byte(props), 0o644); err != nil {
 		return nil, err

@@ -28,13 +28,14 @@ func TestNewJavaAndCommand(t *testing.T) {
 }
 
 func TestServerProperties(t *testing.T) {
-	p := ServerProperties("127.0.0.1:9092", "127.0.0.1:9093", "/d/data", "num.partitions=1")
+	p := ServerProperties("127.0.0.1:9092", "127.0.0.1:9093", "/d/data", []string{"SASL_SSL://127.0.0.1:9094"}, "num.partitions=1")
 	lines := strings.Split(strings.TrimSuffix(p, "\n"), "\n")
 	for _, l := range []string{
 		"process.roles=broker,controller",
 		"controller.quorum.bootstrap.servers=127.0.0.1:9093",
-		"listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
-		"advertised.listeners=PLAINTEXT://127.0.0.1:9092",
+		"listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093,SASL_SSL://127.0.0.1:9094",
+		"advertised.listeners=PLAINTEXT://127.0.0.1:9092,SASL_SSL://127.0.0.1:9094",
+		"listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL",
 		"log.dirs=/d/data",
 		"auto.create.topics.enable=false",
 	} {

@@ -1,6 +1,9 @@
 # broker.sh — sourced by run.sh and franz-go.sh: builds kmirror and starts one broker on a free
 # loopback port with a temp data dir. Sets KMIRROR_ADDR; kmirror_stop ends the broker.
 # Extra broker settings: KMIRROR_OVERRIDES (space-separated key=value, Kafka config names).
+# With KMIRROR_CONFIG (a server.properties file, passed as --config) its listeners stand: set
+# KMIRROR_ADDR to the one to wait for, and KMIRROR_DATA to a directory already formatted
+# (kmirror_build first) as the caller needs; log.dirs is KMIRROR_DATA/data.
 
 CLIENTS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_DIR=$(cd "$CLIENTS_DIR/../.." && pwd)
@@ -11,16 +14,25 @@ free_port() {
 	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }
 
-# kmirror_start builds bin into the cache (not the shared bin/) and starts the broker.
-kmirror_start() {
+# kmirror_build builds KMIRROR_BIN into the cache (not the shared bin/).
+kmirror_build() {
 	KMIRROR_BIN="$CACHE_DIR/kmirror"
-	(cd "$REPO_DIR" && go build -o "$KMIRROR_BIN" ./cmd/kmirror) || return 1
-	KMIRROR_DATA=$(mktemp -d /tmp/kmirror-clients.XXXXXX)
-	local port; port=$(free_port)
-	KMIRROR_ADDR="127.0.0.1:$port"
-	local args=(serve --node-id 1 --log-dirs "$KMIRROR_DATA/data"
-		--listeners "PLAINTEXT://$KMIRROR_ADDR" --advertised-listeners "PLAINTEXT://$KMIRROR_ADDR"
-		--log-level warn
+	(cd "$REPO_DIR" && go build -o "$KMIRROR_BIN" ./cmd/kmirror)
+}
+
+# kmirror_start builds kmirror and starts the broker.
+kmirror_start() {
+	kmirror_build || return 1
+	KMIRROR_DATA=${KMIRROR_DATA:-$(mktemp -d /tmp/kmirror-clients.XXXXXX)}
+	local args=(serve --node-id 1 --log-dirs "$KMIRROR_DATA/data" --log-level warn)
+	if [ -n "${KMIRROR_CONFIG:-}" ]; then
+		args+=(--config "$KMIRROR_CONFIG")
+	else
+		KMIRROR_ADDR="127.0.0.1:$(free_port)"
+		args+=(--listeners "PLAINTEXT://$KMIRROR_ADDR" --advertised-listeners "PLAINTEXT://$KMIRROR_ADDR")
+	fi
+	local port=${KMIRROR_ADDR##*:}
+	args+=(
 		--override auto.create.topics.enable=true
 		--override group.initial.rebalance.delay.ms=0)
 	local kv

@@ -4,7 +4,8 @@
 // resume from the commit (exactly the 4 new records). The producer is idempotent and compresses
 // with zstd; the second 4 records are written in a committed transaction after an aborted one,
 // and the read_committed consumer must not see the aborted records. Exits 1 with a one-line
-// reason on failure.
+// reason on failure. SMOKE_CLIENT_CONFIG names a properties file of client settings
+// (security.protocol, sasl.*, ssl.*) every client gets.
 import java.time.Duration;
 import java.util.*;
 import org.apache.kafka.clients.admin.*;
@@ -29,7 +30,7 @@ public class Smoke {
     }
 
     static void run() throws Exception {
-        Properties ap = new Properties();
+        Properties ap = props();
         ap.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         try (Admin admin = Admin.create(ap)) {
             admin.createTopics(List.of(new NewTopic(topic, 2, (short) 1))).all().get();
@@ -58,7 +59,7 @@ public class Smoke {
     }
 
     static void produce(int from, int to) throws Exception {
-        Properties p = new Properties();
+        Properties p = props();
         p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(ProducerConfig.ACKS_CONFIG, "all");
         p.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, "zstd");
@@ -73,7 +74,7 @@ public class Smoke {
 
     // produceTxn aborts a transaction of records "aborted-i", then commits one of "v<from>".."v<to-1>".
     static void produceTxn(int from, int to) throws Exception {
-        Properties p = new Properties();
+        Properties p = props();
         p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, topic + "-txn");
         p.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, "zstd");
@@ -96,7 +97,7 @@ public class Smoke {
 
     // consume reads n records in the group, commits them synchronously and closes the consumer.
     static Set<String> consume(int n) {
-        Properties c = new Properties();
+        Properties c = props();
         c.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         c.put(ConsumerConfig.GROUP_ID_CONFIG, group);
         c.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
@@ -119,6 +120,21 @@ public class Smoke {
             cons.commitSync();
         }
         return got;
+    }
+
+    // props are the client properties every client starts from: those of the file named by
+    // SMOKE_CLIENT_CONFIG (security.protocol, sasl.*, ssl.*; test/clients/security.sh), if set.
+    static Properties props() {
+        Properties p = new Properties();
+        String f = System.getenv("SMOKE_CLIENT_CONFIG");
+        if (f != null) {
+            try (var in = new java.io.FileInputStream(f)) {
+                p.load(in);
+            } catch (java.io.IOException e) {
+                throw new java.io.UncheckedIOException(e);
+            }
+        }
+        return p;
     }
 
     static void check(Set<String> got, int from, int to) {

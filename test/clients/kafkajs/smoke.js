@@ -4,8 +4,18 @@
 // records). The producer compresses with gzip. Exits 1 with a one-line reason on failure.
 const { Kafka, logLevel, CompressionTypes } = require('kafkajs')
 
+const fs = require('fs')
+
 const [bootstrap, topic, group] = process.argv.slice(2)
-const kafka = new Kafka({ clientId: 'kmirror-smoke', brokers: [bootstrap], logLevel: logLevel.ERROR })
+// SMOKE_CLIENT_CONFIG names a JSON file of kafkajs's ssl and sasl options
+// (test/clients/security.sh); ssl.ca, ssl.cert and ssl.key are PEM file paths.
+const settings = process.env.SMOKE_CLIENT_CONFIG ? JSON.parse(fs.readFileSync(process.env.SMOKE_CLIENT_CONFIG)) : {}
+if (settings.ssl) {
+  for (const k of ['ca', 'cert', 'key']) {
+    if (settings.ssl[k]) settings.ssl[k] = fs.readFileSync(settings.ssl[k])
+  }
+}
+const kafka = new Kafka({ clientId: 'kmirror-smoke', brokers: [bootstrap], logLevel: logLevel.ERROR, ...settings })
 
 async function produce (lo, hi) {
   const p = kafka.producer()

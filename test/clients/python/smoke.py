@@ -3,7 +3,10 @@
 Creates a 2-partition topic with AdminClient, produces 6 records, consumes them in a group and
 commits, closes; produces 4 more, and a new consumer in the same group must resume from the
 commit (exactly the 4 new records). The producer is idempotent and compresses with lz4. Exits 1 with a one-line reason on failure.
+SMOKE_CLIENT_CONFIG names a file of librdkafka settings, key=value a line (security.protocol,
+sasl.*, ssl.*; test/clients/security.sh), that every client gets.
 """
+import os
 import sys
 import time
 
@@ -13,8 +16,27 @@ from confluent_kafka.admin import AdminClient, NewTopic
 bootstrap, topic, group = sys.argv[1:4]
 
 
+def load_settings():
+    path = os.environ.get("SMOKE_CLIENT_CONFIG")
+    if not path:
+        return {}
+    with open(path) as f:
+        return dict(line.rstrip("\n").split("=", 1) for line in f if "=" in line)
+
+
+settings = load_settings()
+
+
+def conf(**kv):
+    """The client configuration: settings, then bootstrap.servers and kv (dots as underscores)."""
+    c = dict(settings)
+    c["bootstrap.servers"] = bootstrap
+    c.update({k.replace("_", "."): v for k, v in kv.items()})
+    return c
+
+
 def produce(lo, hi):
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "compression.type": "lz4"})
+    p = Producer(conf(acks="all", enable_idempotence=True, compression_type="lz4"))
     errs = []
     for i in range(lo, hi):
         p.produce(topic, key=f"k{i}", value=f"v{i}", on_delivery=lambda e, m: e and errs.append(e))
@@ -24,12 +46,7 @@ def produce(lo, hi):
 
 
 def consume(n):
-    c = Consumer({
-        "bootstrap.servers": bootstrap,
-        "group.id": group,
-        "auto.offset.reset": "earliest",
-        "enable.auto.commit": False,
-    })
+    c = Consumer(conf(group_id=group, auto_offset_reset="earliest", enable_auto_commit=False))
     c.subscribe([topic])
     got = set()
     deadline = time.time() + 60
@@ -55,14 +72,14 @@ def check(got, lo, hi):
 
 
 def main():
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(conf())
     for f in admin.create_topics([NewTopic(topic, num_partitions=2, replication_factor=1)]).values():
         f.result(30)
     produce(0, 6)
     check(consume(6), 0, 6)
     produce(6, 10)
     check(consume(4), 6, 10)
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    c = Consumer(conf(group_id=group))
     committed = c.committed([TopicPartition(topic, 0), TopicPartition(topic, 1)], timeout=30)
     c.close()
     total = sum(tp.offset for tp in committed)
