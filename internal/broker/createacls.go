@@ -18,19 +18,13 @@ func init() { register(kmsg.CreateACLs, 1, 3, (*Broker).handleCreateACLs) }
 
 func (b *Broker) handleCreateACLs(ctx context.Context, req *kmsg.CreateACLsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.CreateACLsResponse)
-	fail := func(e *kerr.Error, msg string) kmsg.Response {
+	if e, msg := b.aclAPIError(ctx, acl.OpAlter); e != nil {
 		for range req.Creations {
 			r := kmsg.NewCreateACLsResponseResult()
-			r.ErrorCode, r.ErrorMessage = e.Code, strp(msg)
+			r.ErrorCode, r.ErrorMessage = e.Code, msg
 			resp.Results = append(resp.Results, r)
 		}
 		return resp
-	}
-	if b.authorization.authz == nil {
-		return fail(kerr.SecurityDisabled, "No Authorizer is configured.")
-	}
-	if !b.authorizeCluster(ctx, acl.OpAlter) {
-		return fail(kerr.ClusterAuthorizationFailed, "")
 	}
 	b.aclWriteMu.Lock()
 	defer b.aclWriteMu.Unlock()

@@ -20,19 +20,13 @@ func init() { register(kmsg.DeleteACLs, 1, 3, (*Broker).handleDeleteACLs) }
 
 func (b *Broker) handleDeleteACLs(ctx context.Context, req *kmsg.DeleteACLsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DeleteACLsResponse)
-	fail := func(e *kerr.Error, msg string) kmsg.Response {
+	if e, msg := b.aclAPIError(ctx, acl.OpAlter); e != nil {
 		for range req.Filters {
 			r := kmsg.NewDeleteACLsResponseResult()
-			r.ErrorCode, r.ErrorMessage = e.Code, strp(msg)
+			r.ErrorCode, r.ErrorMessage = e.Code, msg
 			resp.Results = append(resp.Results, r)
 		}
 		return resp
-	}
-	if b.authorization.authz == nil {
-		return fail(kerr.SecurityDisabled, "No Authorizer is configured.")
-	}
-	if !b.authorizeCluster(ctx, acl.OpAlter) {
-		return fail(kerr.ClusterAuthorizationFailed, "")
 	}
 	b.aclWriteMu.Lock()
 	defer b.aclWriteMu.Unlock()

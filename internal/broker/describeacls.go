@@ -17,14 +17,23 @@ import (
 
 func init() { register(kmsg.DescribeACLs, 1, 3, (*Broker).handleDescribeACLs) }
 
+// aclAPIError is why a request of the ACL APIs is refused (Kafka's AclApis): SECURITY_DISABLED
+// without an authorizer, CLUSTER_AUTHORIZATION_FAILED without op (DESCRIBE to list, ALTER
+// to create or delete) on the cluster; nil when it may go on.
+func (b *Broker) aclAPIError(ctx context.Context, op acl.Operation) (*kerr.Error, *string) {
+	if b.authorization.authz == nil {
+		return kerr.SecurityDisabled, strp("No Authorizer is configured.")
+	}
+	if !b.authorizeCluster(ctx, op) {
+		return kerr.ClusterAuthorizationFailed, nil
+	}
+	return nil, nil
+}
+
 func (b *Broker) handleDescribeACLs(ctx context.Context, req *kmsg.DescribeACLsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DescribeACLsResponse)
-	if b.authorization.authz == nil {
-		resp.ErrorCode, resp.ErrorMessage = kerr.SecurityDisabled.Code, strp("No Authorizer is configured.")
-		return resp
-	}
-	if !b.authorizeCluster(ctx, acl.OpDescribe) {
-		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+	if e, msg := b.aclAPIError(ctx, acl.OpDescribe); e != nil {
+		resp.ErrorCode, resp.ErrorMessage = e.Code, msg
 		return resp
 	}
 	f := acl.Filter{
