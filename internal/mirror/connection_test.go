@@ -2,20 +2,10 @@ package mirror
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"math/big"
-	"net"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -32,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/kmirror/kmirror/internal/mirrorproto"
+	"github.com/kmirror/kmirror/internal/security/securitytest"
 )
 
 // Source connection tests (spec sections 3, 10, 11): SASL/PLAIN and SCRAM, TLS, secrets
@@ -169,70 +160,13 @@ func TestSourceSASL(t *testing.T) {
 	}
 }
 
-// testCA is a self-signed CA that signs server certificates for 127.0.0.1/localhost.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func newTestCA(t *testing.T, cn string) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// serverTLS returns a listener TLS config with a certificate signed by ca.
-func (ca *testCA) serverTLS(t *testing.T) *tls.Config {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "localhost"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1")},
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
-}
-
-// file writes the CA's PEM to a temp file and returns its path.
-func (ca *testCA) file(t *testing.T) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(path, ca.pem, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
 func TestSourceTLS(t *testing.T) {
 	for _, proto := range []string{"SSL", "SASL_SSL"} {
 		t.Run(proto, func(t *testing.T) {
-			ca := newTestCA(t, "kmirror test CA")
-			pool := x509.NewCertPool()
-			pool.AddCert(ca.cert)
-			opts := []kfake.Opt{kfake.TLS(ca.serverTLS(t)), kfake.SeedTopics(2, "orders")}
-			clientOpts := []kgo.Opt{kgo.DialTLSConfig(&tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool})}
-			cfg := []string{"security.protocol", proto, "ssl.truststore.location", ca.file(t), "request.timeout.ms", "5000"}
+			ca := securitytest.NewCA(t, "kmirror test CA")
+			opts := []kfake.Opt{kfake.TLS(ca.ServerTLS(t)), kfake.SeedTopics(2, "orders")}
+			clientOpts := []kgo.Opt{kgo.DialTLSConfig(ca.ClientTLS(nil))}
+			cfg := []string{"security.protocol", proto, "ssl.truststore.location", ca.PEMFile, "request.timeout.ms", "5000"}
 			if proto == "SASL_SSL" {
 				opts = append(opts, kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-512", "bob", "bob-secret"))
 				clientOpts = append(clientOpts, kgo.SASL(saslMech("SCRAM-SHA-512", "bob", "bob-secret")))
@@ -244,8 +178,8 @@ func TestSourceTLS(t *testing.T) {
 			bootstrap := []string{"bootstrap.servers", c.ListenAddrs()[0]}
 
 			// a CA that did not sign the source's certificate: one line naming the cause
-			other := newTestCA(t, "some other CA")
-			bad := append(append(append([]string{}, bootstrap...), cfg...), "ssl.truststore.location", other.file(t))
+			other := securitytest.NewCA(t, "some other CA")
+			bad := append(append(append([]string{}, bootstrap...), cfg...), "ssl.truststore.location", other.PEMFile)
 			assertClear(t, "wrong CA", e.createMirrorErr("bad", bad...), "cannot reach the source", "certificate")
 			// plaintext against a TLS listener fails too
 			assertClear(t, "PLAINTEXT to TLS", e.createMirrorErr("bad", append(append([]string{}, bootstrap...), "request.timeout.ms", "2000")...), "cannot reach the source")

@@ -125,6 +125,14 @@ func (ca *CA) ClientTLS(leaf *Leaf) *tls.Config {
 	return cfg
 }
 
+// ServerTLS is a listener configuration presenting a new Server certificate of ca (for
+// in-process servers such as kfake's TLS listener).
+func (ca *CA) ServerTLS(t testing.TB) *tls.Config {
+	leaf := ca.Server(t)
+	return &tls.Config{MinVersion: tls.VersionTLS12,
+		Certificates: []tls.Certificate{{Certificate: [][]byte{leaf.Cert.Raw}, PrivateKey: leaf.Key, Leaf: leaf.Cert}}}
+}
+
 // BootstrapScram writes to dir the bootstrap records (metadata.BootstrapFile) of a
 // SCRAM credential per user (user name → password) for mechanism, as `kmirror storage
 // format --add-scram` does.
