@@ -17,7 +17,7 @@ const (
 // mirroring spec, section 11.
 var Broker = define(
 	Def{Name: "node.id", Type: TypeInt, Default: "1", Doc: "The broker's node ID."},
-	Def{Name: "listeners", Type: TypeString, Default: "PLAINTEXT://localhost:9092", Doc: "Listener to bind (one PLAINTEXT listener)."},
+	Def{Name: "listeners", Type: TypeString, Default: "PLAINTEXT://localhost:9092", Doc: "Listeners to bind, NAME://HOST:PORT,... (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL through listener.security.protocol.map; a node without process.roles takes one)."},
 	Def{Name: "advertised.listeners", Type: TypeString, Default: "", Doc: "Listener given to clients in Metadata; defaults to listeners."},
 	Def{Name: "metrics.listener", Type: TypeString, Default: "", Doc: "host:port of the broker's HTTP listener: the status console at / (docs/console.md), its JSON API, /healthz, /readyz and the Prometheus metrics at /metrics (spec §13); empty disables it, e.g. localhost:9192 (kmirror serve without --config uses localhost:9192). A listener that cannot bind stops the broker at start-up."},
 	Def{Name: "log.dirs", Type: TypeString, Default: "./data", Doc: "Data directory (one)."},
