@@ -181,15 +181,27 @@ func (f *fetcher) fetchOnce(ctx context.Context, ps []*partition, pre *prefetch)
 		f.r.fetchErrors.Add(1)
 		f.r.m.log.Warn("mirror fetch failed", "mirror", f.r.name, "sourceBroker", f.key.broker, "err", err)
 		f.r.requestMeta()
+		msg := fmt.Sprintf("fetch from source broker %d over %s: %v", f.key.broker, cfg.describeSecurity(), err)
 		if sourceUnreachable(err) {
 			// a broker down or restarting: its partitions' leadership moves to another
 			// source broker within the source's broker.session.timeout.ms, and the
 			// metadata refresh just asked for hands them to that broker's fetcher; until
 			// then they are retried here, as Kafka's replica fetcher retries a leader it
-			// cannot reach, never FAILED
+			// cannot reach. Only a source unreachable for longer than a leader failover
+			// takes (unreachableGrace) fails them, so that the outage shows in describe.
+			now := time.Now()
+			for _, p := range ps {
+				p.mu.Lock()
+				if p.unreachableSince.IsZero() {
+					p.unreachableSince = now
+				} else if now.Sub(p.unreachableSince) >= unreachableGrace(cfg) {
+					p.unreachableSince = time.Time{}
+					p.fail(msg, false)
+				}
+				p.mu.Unlock()
+			}
 			return false, nil
 		}
-		msg := fmt.Sprintf("fetch from source broker %d over %s: %v", f.key.broker, cfg.describeSecurity(), err)
 		for _, p := range ps {
 			p.mu.Lock()
 			p.fetchErrs++
@@ -245,6 +257,11 @@ func (f *fetcher) fetchOnce(ctx context.Context, ps []*partition, pre *prefetch)
 	}
 	return ok || total > 0, next
 }
+
+// unreachableGrace is how long fetches may find a source broker unreachable (refused,
+// reset, timed out) before its partitions go FAILED: twice request.timeout.ms (60 s by
+// default), well past a source leader failover (Kafka's broker.session.timeout.ms is 9 s).
+func unreachableGrace(cfg *mirrorConfig) time.Duration { return 2 * cfg.requestTimeout }
 
 // fetchTimeout bounds one Fetch round trip: the long poll plus request.timeout.ms.
 func fetchTimeout(cfg *mirrorConfig) time.Duration {

@@ -44,6 +44,9 @@ type partition struct {
 	nextRetry time.Time
 	raiseTo   int32 // a scheduled EPOCH_FENCING raise, 0 = none
 	fetchErrs int   // consecutive connection-level fetch errors
+	// unreachableSince: the first of the consecutive fetches that found the source
+	// broker unreachable (zero: the last fetch reached it); see unreachableGrace
+	unreachableSince time.Time
 	// lfe is the epoch of the last batch in the log (the fetch's LastFetchedEpoch),
 	// valid while lfeOK and the LEO is lfeAt; truncations clear lfeOK.
 	lfe   int32
@@ -321,7 +324,7 @@ func (p *partition) applyFetch(fr fetchResult) (needMeta bool) {
 	if l.LogEndOffset() != fr.fetchOffset {
 		return false // truncated or appended meanwhile: stale response
 	}
-	p.fetchErrs = 0
+	p.fetchErrs, p.unreachableSince = 0, time.Time{}
 	resp := fr.resp
 	switch resp.ErrorCode {
 	case 0:
