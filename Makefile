@@ -4,7 +4,7 @@ BIN := bin/kmirror
 # Packages whose state is shared between goroutines run under the race detector.
 RACE_PKGS := ./internal/wire/... ./internal/netmux/... ./internal/storage/... ./internal/partition/... ./internal/replication/... ./internal/metadata/... ./internal/controller/... ./internal/group/... ./internal/txn/... ./internal/mirror/... ./internal/broker/...
 
-.PHONY: build test unit race fuzz checks tour lint deps docs bench bench-cluster bench-replication bench-cleaner bench-security interop bench-broker clients clients-security robustness
+.PHONY: build test unit race fuzz checks tour lint deps docs bench bench-cluster bench-replication bench-cleaner bench-security bench-slowlink interop bench-broker clients clients-security robustness
 
 build:
 	$(GO) build -o $(BIN) ./cmd/kmirror
@@ -118,3 +118,10 @@ bench-cleaner:
 # bench/results/security-<date>.{json,md}. A benchmark, not a test: CI does not run it.
 bench-security:
 	$(GO) run ./bench/versus -only security $(BENCH_FLAGS)
+
+# bench-slowlink runs bench/versus -only slowlink (issue 15): kmirror mirroring a 1- and a
+# 16-partition backlog from one Apache Kafka broker through a toxiproxy proxy adding 0, 25
+# and 50 ms of round-trip time, as ratios to its own 0 ms rate. About 2 minutes on 2 cores;
+# writes bench/results/slowlink-<date>.{json,md}. A benchmark, not a test: CI does not run it.
+bench-slowlink:
+	$(GO) run ./bench/versus -only slowlink $(BENCH_FLAGS)

@@ -199,12 +199,14 @@ func main() {
 	secRecords := flag.Int("security-records", 500000, "-only security: records of each listener's produce and consume runs")
 	secRate := flag.Int("security-latency-rate", 5000, "-only security: records/s of each listener's latency run")
 	secLatSecs := flag.Float64("security-latency-seconds", 10, "-only security: duration of each listener's latency run")
+	slowRecords1 := flag.Int("slowlink-records1", 200000, "-only slowlink: backlog records of the 1-partition topic")
+	slowRecords16 := flag.Int("slowlink-records16", 400000, "-only slowlink: backlog records of the 16-partition topic")
 	keep := flag.Bool("keep", false, "keep the temp directory (data and logs of every process) instead of removing it")
 	flag.Parse()
 	switch *only {
-	case "", "broker", "mirror", "cluster", "replication", "cleaner", "security":
+	case "", "broker", "mirror", "cluster", "replication", "cleaner", "security", "slowlink":
 	default:
-		fatalf("-only %q: expected broker, mirror, cluster, replication, cleaner or security", *only)
+		fatalf("-only %q: expected broker, mirror, cluster, replication, cleaner, security or slowlink", *only)
 	}
 	s.LatencySeconds, s.LagSeconds, s.RecordBytes = float64(*latSecs), float64(*lagSecs), recordSize
 	if *tuned1 {
@@ -256,6 +258,11 @@ func main() {
 		}
 		rep := benchReplication(bin, tmp, s, rates, *linger0Rate, *nodes, *clusterParts, *rounds, *roundRecords, *latRounds, *failovers, *failRate)
 		writeResults(*out, "replication", rep, renderReplicationMarkdown(rep))
+		return
+	}
+	if *only == "slowlink" {
+		rep := benchSlowLink(bin, tmp, s, []int{0, 25, 50}, *slowRecords1, *slowRecords16)
+		writeResults(*out, "slowlink", rep, renderSlowLinkMarkdown(rep))
 		return
 	}
 	if *only == "security" {
