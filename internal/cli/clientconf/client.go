@@ -130,6 +130,9 @@ const (
 	RetryTimeout = 10 * time.Second
 )
 
+// CommandTimeout bounds each client command (topics, groups) as a whole.
+const CommandTimeout = 2 * time.Minute
+
 // Client returns a franz-go client of the cluster the flags name, with client ID id,
 // DialTimeout, RetryTimeout and extra options.
 func (f *Flags) Client(id string, extra ...kgo.Opt) (*kgo.Client, error) {

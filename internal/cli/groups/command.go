@@ -13,16 +13,12 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/kmirror/kmirror/internal/cli/clientconf"
 )
-
-// commandTimeout bounds each command.
-const commandTimeout = 2 * time.Minute
 
 type options struct {
 	client clientconf.Flags
@@ -64,7 +60,7 @@ func withTimeout(cmd *cobra.Command) (context.Context, context.CancelFunc) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	return context.WithTimeout(ctx, commandTimeout)
+	return context.WithTimeout(ctx, clientconf.CommandTimeout)
 }
 
 func listCommand(o *options) *cobra.Command {

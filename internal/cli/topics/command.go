@@ -12,7 +12,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -21,9 +20,6 @@ import (
 
 	"github.com/kmirror/kmirror/internal/cli/clientconf"
 )
-
-// commandTimeout bounds each command.
-const commandTimeout = 2 * time.Minute
 
 type options struct {
 	client clientconf.Flags
@@ -51,7 +47,7 @@ func NewCommand() *cobra.Command {
 }
 
 // admin connects to --bootstrap-server and returns the client, a context bounded by
-// commandTimeout and the function releasing both.
+// clientconf.CommandTimeout and the function releasing both.
 func (o *options) admin(cmd *cobra.Command) (*kadm.Client, context.Context, func(), error) {
 	cl, err := o.client.Client("kmirror-topics")
 	if err != nil {
@@ -61,7 +57,7 @@ func (o *options) admin(cmd *cobra.Command) (*kadm.Client, context.Context, func
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	ctx, cancel := context.WithTimeout(ctx, commandTimeout)
+	ctx, cancel := context.WithTimeout(ctx, clientconf.CommandTimeout)
 	return kadm.NewClient(cl), ctx, func() { cancel(); cl.Close() }, nil
 }
 
