@@ -5,7 +5,8 @@ package broker
 // the partitions' change notifications, MaxBytes and per-partition limits (the first
 // non-empty partition returns at least one whole batch), read_committed up to the LSO
 // with AbortedTransactions, topic IDs (v13+), OFFSET_OUT_OF_RANGE, LastFetchedEpoch →
-// DivergingEpoch (v12+). Follows Kafka's ReplicaManager.fetchMessages and
+// DivergingEpoch (v12+), MirrorLeaderEpoch on followers' fetches of mirror partitions
+// (mirrorproto). Follows Kafka's ReplicaManager.fetchMessages and
 // Partition.fetchRecords.
 //
 // Fetch sessions (KIP-227) are served as Kafka does: fetchsession.go.
@@ -20,6 +21,8 @@ import (
 
 	"github.com/kmirror/kmirror/internal/acl"
 	"github.com/kmirror/kmirror/internal/kafka"
+	"github.com/kmirror/kmirror/internal/metadata"
+	"github.com/kmirror/kmirror/internal/mirrorproto"
 	"github.com/kmirror/kmirror/internal/partition"
 	"github.com/kmirror/kmirror/internal/storage"
 )
@@ -207,6 +210,13 @@ func (b *Broker) fetchOnce(ctx context.Context, req *kmsg.FetchRequest, d *fetch
 	return resp, total, anyError
 }
 
+// mirroredTopic reports whether topic is a mirror topic that is not stopped: its
+// batches carry the source's leader epochs.
+func (b *Broker) mirroredTopic(topic string) bool {
+	t := b.meta.Image().Topics[topic]
+	return t != nil && t.Mirror != nil && t.Mirror.Desired != metadata.DesiredStopped
+}
+
 // follower is the replica a follower Fetch comes from (ReplicaState from v15, ReplicaId
 // before); ok false for a consumer's fetch.
 type follower struct {
@@ -268,6 +278,13 @@ func (b *Broker) fetchPartition(part *partition.Partition, d *fetchData, k kafka
 			FetchOffset: rp.FetchOffset, LogStartOffset: rp.LogStartOffset, LeaderLEO: leo, NowMs: time.Now().UnixMilli()}); err != nil {
 			sp.ErrorCode = partitionError(err).Code
 			return 0, true
+		}
+	}
+	if from.ok && b.mirroredTopic(part.Topic()) {
+		// MirrorLeaderEpoch (spec section 6), taken before the read: the follower appends
+		// the batches up to it and fetches again for any appended after it.
+		if e := l.LatestEpoch(); e >= 0 {
+			mirrorproto.SetMirrorLeaderEpoch(&sp.UnknownTags, e)
 		}
 	}
 	limit := int(rp.PartitionMaxBytes)

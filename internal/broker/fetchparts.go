@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"sync"
 
+	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -123,8 +124,9 @@ func (s streamedFetch) BodyParts() []wire.Part {
 func (s streamedFetch) Release() { s.d.release() }
 
 // fetchPartsOK reports whether encodeFetchParts encodes resp exactly as kmsg would:
-// versions 4–16 without the tagged fields kmirror does not set on a consumer fetch
-// (CurrentLeader, SnapshotID, NodeEndpoints, unknown tags). Others take the kmsg path.
+// versions 4–16 without the tagged fields kmirror does not set (CurrentLeader,
+// SnapshotID, NodeEndpoints, unknown tags other than a partition's: MirrorLeaderEpoch
+// is one). Others take the kmsg path.
 func fetchPartsOK(resp *kmsg.FetchResponse) bool {
 	if resp.Version < 4 || resp.Version > 16 || resp.UnknownTags.Len() > 0 || len(resp.Brokers) > 0 {
 		return false
@@ -136,7 +138,7 @@ func fetchPartsOK(resp *kmsg.FetchResponse) bool {
 		}
 		for j := range st.Partitions {
 			sp := &st.Partitions[j]
-			if sp.UnknownTags.Len() > 0 || sp.DivergingEpoch.UnknownTags.Len() > 0 ||
+			if sp.DivergingEpoch.UnknownTags.Len() > 0 ||
 				sp.CurrentLeader.LeaderID != -1 || sp.CurrentLeader.LeaderEpoch != -1 || sp.CurrentLeader.UnknownTags.Len() > 0 ||
 				sp.SnapshotID.EndOffset != -1 || sp.SnapshotID.Epoch != -1 || sp.SnapshotID.UnknownTags.Len() > 0 {
 				return false
@@ -216,16 +218,23 @@ func encodeFetchParts(buf []byte, resp *kmsg.FetchResponse, rangeOf func(*kmsg.F
 				buf = append(buf, sp.RecordBatches...)
 			}
 			if flex {
+				// Tagged fields as kmsg writes them: DivergingEpoch (tag 0) when set, then
+				// the unknown tags (MirrorLeaderEpoch) in ascending order.
 				de := sp.DivergingEpoch
-				if de.Epoch == -1 && de.EndOffset == -1 {
-					buf = append(buf, 0) // no tagged fields
-				} else {
-					// One tagged field: tag 0, size 13, epoch, end offset, no tags.
-					buf = append(buf, 1, 0, 13)
+				hasDE := de.Epoch != -1 || de.EndOffset != -1
+				n := sp.UnknownTags.Len()
+				if hasDE {
+					n++
+				}
+				buf = kbin.AppendUvarint(buf, uint32(n))
+				if hasDE {
+					// tag 0, size 13: epoch, end offset, no tags
+					buf = append(buf, 0, 13)
 					buf = binary.BigEndian.AppendUint32(buf, uint32(de.Epoch))
 					buf = binary.BigEndian.AppendUint64(buf, uint64(de.EndOffset))
 					buf = append(buf, 0)
 				}
+				buf = sp.UnknownTags.AppendEach(buf)
 			}
 		}
 		if flex {

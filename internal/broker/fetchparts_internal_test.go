@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/internal/kafka"
+	"github.com/kmirror/kmirror/internal/mirrorproto"
 	"github.com/kmirror/kmirror/internal/storage"
 	"github.com/kmirror/kmirror/internal/wire"
 )
@@ -88,14 +89,19 @@ func TestFetchPartsOKRejects(t *testing.T) {
 	if !fetchPartsOK(base()) {
 		t.Fatal("plain response rejected")
 	}
+	tagged := base()
+	mirrorproto.SetMirrorLeaderEpoch(&tagged.Topics[0].Partitions[0].UnknownTags, 7)
+	if !fetchPartsOK(tagged) {
+		t.Fatal("response with a partition's MirrorLeaderEpoch rejected")
+	}
 	for name, change := range map[string]func(*kmsg.FetchResponse){
-		"version 3":      func(r *kmsg.FetchResponse) { r.SetVersion(3) },
-		"version 17":     func(r *kmsg.FetchResponse) { r.SetVersion(17) },
-		"NodeEndpoints":  func(r *kmsg.FetchResponse) { r.Brokers = append(r.Brokers, kmsg.NewFetchResponseBroker()) },
-		"CurrentLeader":  func(r *kmsg.FetchResponse) { r.Topics[0].Partitions[0].CurrentLeader.LeaderID = 1 },
-		"SnapshotID":     func(r *kmsg.FetchResponse) { r.Topics[0].Partitions[0].SnapshotID.Epoch = 1 },
-		"unknown tags":   func(r *kmsg.FetchResponse) { r.UnknownTags.Set(9, []byte{1}) },
-		"partition tags": func(r *kmsg.FetchResponse) { r.Topics[0].Partitions[0].UnknownTags.Set(9, nil) },
+		"version 3":     func(r *kmsg.FetchResponse) { r.SetVersion(3) },
+		"version 17":    func(r *kmsg.FetchResponse) { r.SetVersion(17) },
+		"NodeEndpoints": func(r *kmsg.FetchResponse) { r.Brokers = append(r.Brokers, kmsg.NewFetchResponseBroker()) },
+		"CurrentLeader": func(r *kmsg.FetchResponse) { r.Topics[0].Partitions[0].CurrentLeader.LeaderID = 1 },
+		"SnapshotID":    func(r *kmsg.FetchResponse) { r.Topics[0].Partitions[0].SnapshotID.Epoch = 1 },
+		"unknown tags":  func(r *kmsg.FetchResponse) { r.UnknownTags.Set(9, []byte{1}) },
+		"topic tags":    func(r *kmsg.FetchResponse) { r.Topics[0].UnknownTags.Set(9, nil) },
 	} {
 		r := base()
 		change(r)
@@ -142,6 +148,9 @@ func randomFetchResponse(rng *rand.Rand, version int16, f *os.File, file []byte)
 			}
 			if version >= 12 && rng.IntN(5) == 0 {
 				sp.DivergingEpoch.Epoch, sp.DivergingEpoch.EndOffset = rng.Int32N(1000), rng.Int64N(1<<40)
+			}
+			if rng.IntN(4) == 0 {
+				mirrorproto.SetMirrorLeaderEpoch(&sp.UnknownTags, rng.Int32N(1000))
 			}
 			switch rng.IntN(5) {
 			case 0:

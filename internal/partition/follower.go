@@ -31,18 +31,20 @@ func (p *Partition) followWrite(leaderEpoch int32, fn func() error) error {
 
 // AppendAsFollower appends record batches fetched from the leader at leaderEpoch, bytes
 // and offsets kept (storage Log.AppendAsFollower: CRCs and offsets checked). Batches from
-// the first one whose leader epoch is above leaderEpoch on are left out (KAFKA-18723: a
-// leader that moved to a newer epoch than this follower knows may already have written
-// with it); the fetcher fetches them again once the metadata catches up. It returns the
-// AppendInfo of what was appended (FirstOffset −1 when nothing was). Errors:
-// ErrNotFollower and the log's.
-func (p *Partition) AppendAsFollower(leaderEpoch int32, batches []byte) (info storage.AppendInfo, err error) {
+// the first one whose leader epoch is above maxBatchEpoch on are left out: maxBatchEpoch
+// is leaderEpoch (KAFKA-18723: a leader that moved to a newer epoch than this follower
+// knows may already have written with it) or, on a mirror partition, the
+// MirrorLeaderEpoch the leader answered (spec section 6: mirrored batches carry the
+// source's epochs). The fetcher fetches the rest again. It returns the AppendInfo of
+// what was appended (FirstOffset −1 when nothing was). Errors: ErrNotFollower and the
+// log's.
+func (p *Partition) AppendAsFollower(leaderEpoch, maxBatchEpoch int32, batches []byte) (info storage.AppendInfo, err error) {
 	info.FirstOffset, info.LastOffset = -1, -1
 	err = p.followWrite(leaderEpoch, func() error {
 		n := 0
 		it := record.IterBatches(batches)
 		for it.Next() {
-			if it.Batch().LeaderEpoch() > leaderEpoch {
+			if it.Batch().LeaderEpoch() > maxBatchEpoch {
 				break
 			}
 			n = it.Pos() + it.Batch().Size()

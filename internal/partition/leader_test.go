@@ -270,8 +270,9 @@ func TestIsrChangesProposed(t *testing.T) {
 }
 
 // TestAppendAsFollowerEpochFilter: a follower appends the leader's batches as they are,
-// up to the first whose leader epoch is above the epoch it follows at (KAFKA-18723), and
-// refuses batches fetched at an epoch it no longer follows.
+// up to the first whose leader epoch is above the bound (the epoch it follows at,
+// KAFKA-18723, or a mirror leader's MirrorLeaderEpoch), and refuses batches fetched at
+// an epoch it no longer follows.
 func TestAppendAsFollowerEpochFilter(t *testing.T) {
 	var ch []Change
 	rm := newManager(t, t.TempDir(), &ch)
@@ -289,14 +290,22 @@ func TestAppendAsFollowerEpochFilter(t *testing.T) {
 		b.UpdateCRC()
 		buf = append(buf, b...)
 	}
-	info, err := p.AppendAsFollower(5, buf)
+	// A mirror leader vouching for epoch 4 only (MirrorLeaderEpoch): nothing past it.
+	info, err := p.AppendAsFollower(5, 4, buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.LastOffset != 0 || p.Log().LogEndOffset() != 1 {
+		t.Fatalf("appended up to %d (LEO %d) with MirrorLeaderEpoch 4, want the first batch only", info.LastOffset, p.Log().LogEndOffset())
+	}
+	info, err = p.AppendAsFollower(5, 5, buf[len(buf)/4:])
 	if err != nil {
 		t.Fatal(err)
 	}
 	if info.LastOffset != 1 || p.Log().LogEndOffset() != 2 {
 		t.Fatalf("appended up to %d (LEO %d), want the two batches before epoch 6", info.LastOffset, p.Log().LogEndOffset())
 	}
-	if _, err := p.AppendAsFollower(4, buf[len(buf)/2:]); !errors.Is(err, ErrNotFollower) {
+	if _, err := p.AppendAsFollower(4, 4, buf[len(buf)/2:]); !errors.Is(err, ErrNotFollower) {
 		t.Fatalf("append at an old epoch: %v", err)
 	}
 	if err := p.UpdateFollowerHighWatermark(5, 10, 0); err != nil || p.Log().HighWatermark() != 2 {

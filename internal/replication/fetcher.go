@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/mirrorproto"
 	"github.com/kmirror/kmirror/internal/partition"
 )
 
@@ -332,13 +333,21 @@ func (f *fetcher) processPartition(ctx context.Context, cl *kgo.Client, s sent, 
 		return f.truncateDiverging(s, d.Epoch, d.EndOffset, log)
 	}
 	if len(rp.RecordBatches) > 0 {
-		info, err := p.AppendAsFollower(s.leaderEpoch, rp.RecordBatches)
+		bound := s.leaderEpoch
+		mle, mirrored := mirrorproto.MirrorLeaderEpoch(&rp.UnknownTags)
+		if mirrored {
+			bound = mle // a mirror partition: its batches carry the source's epochs
+		}
+		info, err := p.AppendAsFollower(s.leaderEpoch, bound, rp.RecordBatches)
 		switch {
 		case errors.Is(err, partition.ErrNotFollower):
 			return 0
 		case err != nil:
 			log.Error("appending fetched batches failed", "fetchOffset", s.fetchOffset, "err", err)
 			return backoff
+		case info.FirstOffset < 0 && mirrored:
+			// appended by the mirror leader after it took its MirrorLeaderEpoch: at once
+			return 0
 		case info.FirstOffset < 0:
 			// every batch carries a leader epoch newer than this follower knows
 			// (KAFKA-18723): fetch again once the metadata catches up

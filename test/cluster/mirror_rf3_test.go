@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/internal/clustertest"
+	"github.com/kmirror/kmirror/internal/mirrorproto"
 	"github.com/kmirror/kmirror/internal/record"
 )
 
@@ -168,6 +169,8 @@ func TestMirrorRF3StopWithNodeDown(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	checkMirrorLeaderEpoch(t, b, topic, aID, true)
+
 	leaders := b.WaitLeaders(topic)
 	victim := b.Node(leaders[0])
 	live := b.Node(leaders[0]%3 + 1)
@@ -188,6 +191,7 @@ func TestMirrorRF3StopWithNodeDown(t *testing.T) {
 	victim.Start()
 	waitISRSize(t, live.Addr, topic, partitions, 3)
 	checkFailoverMarkers(t, b, topic, aID, partitions)
+	checkMirrorLeaderEpoch(t, b, topic, aID, false)
 	have := map[string]int{}
 	for _, k := range consumeKeys(t, b, live.Addr, topic, 90+len(after)) {
 		have[k]++
@@ -196,6 +200,40 @@ func TestMirrorRF3StopWithNodeDown(t *testing.T) {
 		if have[k] != 1 {
 			t.Fatalf("record %s is on B %d times after the failover, want once", k, have[k])
 		}
+	}
+}
+
+// checkMirrorLeaderEpoch sends the leader of partition 0 of topic on c a Fetch as one of
+// its followers (its broker epoch, the partition's leader epoch, from the high
+// watermark) and checks MirrorLeaderEpoch in the answer (spec section 6): while the
+// topic is mirrored (mirrored true) it is the epoch of the partition's last batch (the
+// source's), and a consumer's Fetch carries none; once stopped, none.
+func checkMirrorLeaderEpoch(t *testing.T, c *clustertest.Cluster, topic string, id [16]byte, mirrored bool) {
+	t.Helper()
+	m, err := clustertest.Metadata(c.Node(1).Addr, topic)
+	if err != nil || len(m.Topics) != 1 {
+		t.Fatalf("metadata of %s: %v", topic, err)
+	}
+	p := m.Topics[0].Partitions[0]
+	leader, follower := c.Node(p.Leader), c.Node(p.Leader%3+1)
+	batches, _, err := partitionBatches(c, topic, id, 0)
+	if err != nil || len(batches) == 0 {
+		t.Fatalf("batches of %s-0: %d (%v)", topic, len(batches), err)
+	}
+	last := batches[len(batches)-1]
+	sp := followerFetch(t, leader.Addr, id, follower.ID, follower.BrokerEpoch(), p.LeaderEpoch, last.last+1)
+	mle, ok := mirrorproto.MirrorLeaderEpoch(&sp.UnknownTags)
+	switch {
+	case sp.ErrorCode != 0:
+		t.Fatalf("Fetch of %s-0 as follower %d at leader epoch %d: %v", topic, follower.ID, p.LeaderEpoch, kerr.ErrorForCode(sp.ErrorCode))
+	case mirrored && (!ok || mle != last.epoch):
+		t.Fatalf("follower Fetch of mirrored %s-0: MirrorLeaderEpoch %d (sent %v), want %d, the last batch's (destination leader epoch %d)", topic, mle, ok, last.epoch, p.LeaderEpoch)
+	case !mirrored && ok:
+		t.Fatalf("follower Fetch of stopped %s-0: MirrorLeaderEpoch %d, want none", topic, mle)
+	}
+	t.Logf("%s-0: destination leader epoch %d, last batch epoch %d, MirrorLeaderEpoch %d (sent %v)", topic, p.LeaderEpoch, last.epoch, mle, ok)
+	if sp := followerFetch(t, leader.Addr, id, -1, -1, -1, 0); sp.UnknownTags.Len() != 0 {
+		t.Fatalf("consumer Fetch of %s-0 carries %d unknown tags, want none", topic, sp.UnknownTags.Len())
 	}
 }
 
