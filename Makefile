@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin/kmirror
 # Packages whose state is shared between goroutines run under the race detector.
-RACE_PKGS := ./internal/wire/... ./internal/netmux/... ./internal/storage/... ./internal/partition/... ./internal/replication/... ./internal/metadata/... ./internal/controller/... ./internal/group/... ./internal/txn/... ./internal/mirror/... ./internal/broker/...
+RACE_PKGS := ./internal/wire/... ./internal/netmux/... ./internal/storage/... ./internal/partition/... ./internal/replication/... ./internal/metadata/... ./internal/controller/... ./internal/group/... ./internal/txn/... ./internal/mirror/... ./internal/broker/... ./internal/acl/... ./internal/security/... ./internal/console/...
 
 .PHONY: build test unit race fuzz checks tour lint deps docs bench bench-cluster bench-replication bench-cleaner bench-security bench-slowlink interop bench-broker clients clients-security robustness
 
