@@ -15,6 +15,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -352,9 +353,8 @@ func (c *conn) run() {
 // serve decodes one frame, calls the handler and returns the response to write (a nil
 // buf for none). An error closes the connection (after writing the response when there
 // is one), as Kafka does for undecodable requests, unknown keys, unsupported versions
-// (ApiVersions excepted) and failed re-authentications.
+// (ApiVersions excepted), failed re-authentications and handler panics.
 func (c *conn) serve(ctx context.Context, buf []byte) (reply, error) {
-	s := c.s
 	h, rest, err := parseHeader(buf)
 	if err != nil {
 		return reply{}, err
@@ -373,7 +373,10 @@ func (c *conn) serve(ctx context.Context, buf []byte) (reply, error) {
 		return reply{}, err
 	}
 	flexible := req.IsFlexible()
-	resp := s.Handler.Handle(ctx, &Request{Header: h, Body: req, Remote: c.nc.RemoteAddr(), Principal: c.principal})
+	resp, err := c.handle(ctx, &Request{Header: h, Body: req, Remote: c.nc.RemoteAddr(), Principal: c.principal})
+	if err != nil {
+		return reply{}, err
+	}
 	if resp == nil {
 		return reply{}, nil
 	}
@@ -388,6 +391,21 @@ func (c *conn) serve(ctx context.Context, buf []byte) (reply, error) {
 		rel.Release()
 	}
 	return reply{buf: out}, nil
+}
+
+// handle calls the handler, turning a panic into an error that closes this connection
+// (logged at ERROR with its stack), so that one request that trips a bug never takes
+// down the broker and its other clients (Kafka's KafkaApis.handle catches every
+// Throwable).
+func (c *conn) handle(ctx context.Context, req *Request) (resp kmsg.Response, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.s.Logger.Error("request handler panicked; closing the connection", "api", kmsg.NameForKey(req.Header.Key),
+				"version", req.Header.Version, "remote", req.Remote, "panic", r, "stack", string(debug.Stack()))
+			resp, err = nil, fmt.Errorf("%s v%d handler panicked: %v", kmsg.NameForKey(req.Header.Key), req.Header.Version, r)
+		}
+	}()
+	return c.s.Handler.Handle(ctx, req), nil
 }
 
 // parseHeader decodes a request header (v1/v2 without its tagged fields) from a frame of

@@ -187,3 +187,59 @@ func FuzzServeFrame(f *testing.F) {
 		}
 	})
 }
+
+// panicHandler panics on Metadata requests and answers everything else.
+type panicHandler struct{ echoHandler }
+
+func (h *panicHandler) Handle(ctx context.Context, req *Request) kmsg.Response {
+	if req.Header.Key == 3 {
+		panic("a bug in the Metadata handler")
+	}
+	return h.echoHandler.Handle(ctx, req)
+}
+
+// TestHandlerPanicClosesOnlyItsConnection: a handler that panics closes the connection
+// of that request, and the server keeps answering its other connections and new ones.
+func TestHandlerPanicClosesOnlyItsConnection(t *testing.T) {
+	s := &Server{Versions: testVersions(), MaxRequestBytes: 1 << 20, NewRequest: kmsg.RequestForKey, Handler: &panicHandler{}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(ln)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+	})
+	dial := func() net.Conn {
+		nc, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nc.Close() })
+		nc.SetDeadline(time.Now().Add(30 * time.Second))
+		return nc
+	}
+	id := "client"
+	frame := func(req kmsg.Request, corr int32) []byte { // version 2: header v1 for both
+		req.SetVersion(2)
+		return sized(append(header(req.Key(), 2, corr, &id, false, nil), req.AppendTo(nil)...))
+	}
+	other := dial()
+	bad := dial()
+	if _, err := bad.Write(frame(kmsg.NewPtrMetadataRequest(), 1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bad.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("read after the handler panicked: %v, want EOF", err)
+	}
+	for _, nc := range []net.Conn{other, dial()} {
+		if _, err := nc.Write(frame(kmsg.NewPtrListGroupsRequest(), 2)); err != nil {
+			t.Fatal(err)
+		}
+		if corr, _ := readResponse(t, nc); corr != 2 {
+			t.Fatalf("ListGroups after another connection's panic: correlation %d, want 2", corr)
+		}
+	}
+}
