@@ -230,6 +230,9 @@ func (b *Broker) bindListeners() error {
 	for _, l := range b.listeners {
 		l.server = b.newServer(brokerHandler{b, l.cfg.Name}, brokerAPIs.versions(b))
 		l.server.Limits = limits // one quota across the broker listeners, as Kafka's
+		// Kafka's ConnectionQuotas: with more than one listener, max.connections never
+		// refuses the inter-broker one, so clients cannot starve replication.
+		l.server.Protected = len(b.listeners) > 1 && l.cfg.Name == b.interBrokerListenerName()
 	}
 	if b.ctrlLn != nil {
 		b.ctrlLn.server = b.newServer(controllerHandler{b}, controllerAPIs.versions(b))

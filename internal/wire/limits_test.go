@@ -19,7 +19,12 @@ func startLimitedServer(t *testing.T, l *Limits, h Handler) (*Server, string) {
 	if h == nil {
 		h = &echoHandler{}
 	}
-	s := &Server{Versions: testVersions(), MaxRequestBytes: 1 << 20, NewRequest: kmsg.RequestForKey, Handler: h, Limits: l}
+	return serveLimited(t, &Server{Versions: testVersions(), MaxRequestBytes: 1 << 20, NewRequest: kmsg.RequestForKey, Handler: h, Limits: l})
+}
+
+// serveLimited serves s on a loopback port until the test ends; it returns s and its address.
+func serveLimited(t *testing.T, s *Server) (*Server, string) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -136,6 +141,27 @@ func TestMaxConnectionsWaitsForASlot(t *testing.T) {
 	r := bufio.NewReader(b)
 	if corr, _ := readResponse(t, r); corr != 2 {
 		t.Fatalf("waiting connection answered with correlation %d, want 2", corr)
+	}
+}
+
+// max.connections reached on one listener: a protected listener (the inter-broker one)
+// sharing the limits still accepts and serves, and its connections take no slot.
+func TestMaxConnectionsProtectedListener(t *testing.T) {
+	l := &Limits{MaxConnections: 1}
+	_, addr := startLimitedServer(t, l, nil)
+	_, paddr := serveLimited(t, &Server{Versions: testVersions(), MaxRequestBytes: 1 << 20, NewRequest: kmsg.RequestForKey, Handler: &echoHandler{}, Limits: l, Protected: true})
+	a := dial(t, addr)
+	if err := roundTrip(a, 1); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := roundTrip(dial(t, paddr), int32(10+i)); err != nil {
+			t.Fatalf("protected listener, connection %d with max.connections=1 reached: %v", i+1, err)
+		}
+	}
+	a.Close()
+	if err := roundTrip(dial(t, addr), 2); err != nil {
+		t.Fatalf("the other listener after its connection closed, protected ones still open: %v", err)
 	}
 }
 

@@ -87,6 +87,10 @@ type Server struct {
 	// Limits bounds the connections and queued request bytes; shared by the Servers of
 	// a broker's client listeners, nil for none.
 	Limits *Limits
+	// Protected: this listener's connections do not count against
+	// Limits.MaxConnections and are accepted when it is reached (Kafka's ConnectionQuotas
+	// protects the inter-broker listener of a broker with more than one listener).
+	Protected bool
 	// Security is the listener's TLS and SASL (nil: PLAINTEXT).
 	Security *Security
 
@@ -117,12 +121,12 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.ln = ln
 	s.mu.Unlock()
 	for {
-		if !s.Limits.acquireSlot(s.ctx) {
+		if !s.acquireSlot() {
 			return nil // shut down while waiting for room under max.connections
 		}
 		nc, err := ln.Accept()
 		if err != nil {
-			s.Limits.releaseSlot()
+			s.releaseSlot()
 			s.mu.Lock()
 			closing := s.closing
 			s.mu.Unlock()
@@ -140,7 +144,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		if !s.Limits.addIP(ip) {
 			s.Logger.Info("closing connection: too many connections from this address", "remote", nc.RemoteAddr(), "max.connections.per.ip", s.Limits.perIPLimit(ip))
 			nc.Close()
-			s.Limits.releaseSlot()
+			s.releaseSlot()
 			continue
 		}
 		c := &conn{s: s, nc: nc, ip: ip}
@@ -149,13 +153,26 @@ func (s *Server) Serve(ln net.Listener) error {
 			s.mu.Unlock()
 			nc.Close()
 			s.Limits.removeIP(ip)
-			s.Limits.releaseSlot()
+			s.releaseSlot()
 			continue
 		}
 		s.conns[c] = struct{}{}
 		s.wg.Add(1)
 		s.mu.Unlock()
 		go c.run()
+	}
+}
+
+// acquireSlot waits for room under max.connections (none for a protected listener);
+// false when the server shut down first.
+func (s *Server) acquireSlot() bool {
+	return s.Protected || s.Limits.acquireSlot(s.ctx)
+}
+
+// releaseSlot gives back a slot taken by acquireSlot.
+func (s *Server) releaseSlot() {
+	if !s.Protected {
+		s.Limits.releaseSlot()
 	}
 }
 
@@ -249,7 +266,7 @@ func (c *conn) run() {
 	defer func() {
 		c.nc.Close()
 		s.Limits.removeIP(c.ip)
-		s.Limits.releaseSlot()
+		s.releaseSlot()
 		s.mu.Lock()
 		delete(s.conns, c)
 		s.mu.Unlock()
