@@ -19,23 +19,8 @@ func startLimitedServer(t *testing.T, l *Limits, h Handler) (*Server, string) {
 	if h == nil {
 		h = &echoHandler{}
 	}
-	return serveLimited(t, &Server{Versions: testVersions(), MaxRequestBytes: 1 << 20, NewRequest: kmsg.RequestForKey, Handler: h, Limits: l})
-}
-
-// serveLimited serves s on a loopback port until the test ends; it returns s and its address.
-func serveLimited(t *testing.T, s *Server) (*Server, string) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		s.Shutdown(ctx)
-	})
-	return s, ln.Addr().String()
+	s := &Server{Versions: testVersions(), MaxRequestBytes: 1 << 20, NewRequest: kmsg.RequestForKey, Handler: h, Limits: l}
+	return s, serveUntilCleanup(t, s)
 }
 
 // metadataFrame is a sized Metadata v8 request frame with correlation ID corr naming
@@ -149,7 +134,7 @@ func TestMaxConnectionsWaitsForASlot(t *testing.T) {
 func TestMaxConnectionsProtectedListener(t *testing.T) {
 	l := &Limits{MaxConnections: 1}
 	_, addr := startLimitedServer(t, l, nil)
-	_, paddr := serveLimited(t, &Server{Versions: testVersions(), MaxRequestBytes: 1 << 20, NewRequest: kmsg.RequestForKey, Handler: &echoHandler{}, Limits: l, Protected: true})
+	paddr := serveUntilCleanup(t, &Server{Versions: testVersions(), MaxRequestBytes: 1 << 20, NewRequest: kmsg.RequestForKey, Handler: &echoHandler{}, Limits: l, Protected: true})
 	a := dial(t, addr)
 	if err := roundTrip(a, 1); err != nil {
 		t.Fatal(err)

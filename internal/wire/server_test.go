@@ -42,6 +42,12 @@ func startServer(t *testing.T) (*Server, *echoHandler, string) {
 	t.Helper()
 	h := &echoHandler{}
 	s := &Server{Versions: testVersions(), MaxRequestBytes: 1 << 20, NewRequest: kmsg.RequestForKey, Handler: h}
+	return s, h, serveUntilCleanup(t, s)
+}
+
+// serveUntilCleanup serves s on a loopback port until the test ends; it returns the address.
+func serveUntilCleanup(t *testing.T, s *Server) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +58,7 @@ func startServer(t *testing.T) (*Server, *echoHandler, string) {
 		defer cancel()
 		s.Shutdown(ctx)
 	})
-	return s, h, ln.Addr().String()
+	return ln.Addr().String()
 }
 
 // header encodes a request header: v1 (client ID, nullable when id is nil) or v2
@@ -201,19 +207,9 @@ func (h *panicHandler) Handle(ctx context.Context, req *Request) kmsg.Response {
 // TestHandlerPanicClosesOnlyItsConnection: a handler that panics closes the connection
 // of that request, and the server keeps answering its other connections and new ones.
 func TestHandlerPanicClosesOnlyItsConnection(t *testing.T) {
-	s := &Server{Versions: testVersions(), MaxRequestBytes: 1 << 20, NewRequest: kmsg.RequestForKey, Handler: &panicHandler{}}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		s.Shutdown(ctx)
-	})
+	addr := serveUntilCleanup(t, &Server{Versions: testVersions(), MaxRequestBytes: 1 << 20, NewRequest: kmsg.RequestForKey, Handler: &panicHandler{}})
 	dial := func() net.Conn {
-		nc, err := net.Dial("tcp", ln.Addr().String())
+		nc, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
