@@ -137,6 +137,31 @@ func TestHighWatermarkFrozenUnderMinIsr(t *testing.T) {
 	}
 }
 
+// TestMinIsrChangeAppliesAtOnce: lowering the topic's min.insync.replicas with no
+// registration change lets the HW of a leader alone in its ISR advance over the acks=1
+// writes it already holds (it was frozen under the old min ISR).
+func TestMinIsrChangeAppliesAtOnce(t *testing.T) {
+	r := newReplicated(t, []int32{1}, 2)
+	r.produce(3)
+	if r.hw() != 0 {
+		t.Fatalf("HW %d under min ISR 2 with ISR [1], want 0", r.hw())
+	}
+	r.minI = 1
+	tp := topic("t", r.id, r.reg)
+	tp.Configs = map[string]string{"min.insync.replicas": "1"} // a config change, same registration
+	im := r.g.next(tp)
+	im.Brokers = map[int32]*metadata.BrokerRegistration{}
+	for id := int32(1); id <= 3; id++ {
+		im.Brokers[id] = &metadata.BrokerRegistration{ID: id, Epoch: 10 + int64(id)}
+	}
+	if err := r.rm.Apply(im); err != nil {
+		t.Fatal(err)
+	}
+	if leo := r.p.Log().LogEndOffset(); r.hw() != leo {
+		t.Fatalf("HW %d after min.insync.replicas=1, want the LEO %d", r.hw(), leo)
+	}
+}
+
 // TestWaitReplicated: an acks=all write waits until the ISR has it, then returns nil;
 // it returns NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below min ISR by then,
 // ErrNotLeader when leadership moves, and the context's error at the timeout.

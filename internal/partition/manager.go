@@ -269,6 +269,7 @@ func (rm *ReplicaManager) Apply(im *metadata.Image) error {
 				parts[tp] = part
 			} else if cfgChanged {
 				part.log.SetConfig(config())
+				part.setMinIsr(rm.minIsr(t))
 			}
 			if !reg.Assigned() {
 				continue // no role until the controller assigns it

@@ -324,6 +324,17 @@ func (p *Partition) become(reg *metadata.PartitionRegistration, minIsr int32) (c
 	return changed, nil
 }
 
+// setMinIsr applies a change of the topic's min.insync.replicas at once, as Kafka reads
+// the log config on every check: a leader whose ISR now meets it advances its high
+// watermark without waiting for the next write or follower fetch.
+func (p *Partition) setMinIsr(minIsr int32) {
+	p.lmu.Lock()
+	defer p.lmu.Unlock()
+	if p.minIsr.Swap(max(minIsr, 1)) != max(minIsr, 1) && p.ls != nil {
+		p.maybeIncrementHighWatermark(time.Now().UnixMilli())
+	}
+}
+
 // stop resigns whatever role the partition had (deleted, or moved off this broker).
 func (p *Partition) stop() {
 	p.mu.Lock()
