@@ -223,7 +223,7 @@ func (f *fetcher) fetchOnce(ctx context.Context, ps []*partition, pre *prefetch)
 	idx := newFetchIndex(ps)
 	idx.each(resp, func(p *partition, _ kafka.TopicPartition, rp *kmsg.FetchResponseTopicPartition) bool {
 		if rp.ErrorCode == 0 {
-			p.sizeFetch(cfg, len(rp.RecordBatches), len(ps)) // before the prefetch asks for the next round
+			p.sizeFetch(cfg, rp, len(ps)) // before the prefetch asks for the next round
 		}
 		return true
 	})

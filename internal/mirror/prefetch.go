@@ -98,22 +98,29 @@ func (p *partition) partitionMaxBytes(cfg *mirrorConfig) int32 {
 	return max(cfg.fetchMaxBytes, p.fetchBytes.Load())
 }
 
-// sizeFetch adapts p's per-partition fetch size to got, the record bytes the source
-// returned for it at partitionMaxBytes, in a fetch of n partitions: a response at least
-// three quarters full doubles it, up to p's share of fetch.response.max.bytes (and of the
-// largest response a fetch connection reads), so that a mirror of few partitions is bound
-// neither by fetch.max.bytes nor by the round-trip time while each partition of a fetch
-// keeps room in the response; one under a quarter full halves it, down to
-// fetch.max.bytes, so that a caught-up partition does not keep a large buffer's worth.
-func (p *partition) sizeFetch(cfg *mirrorConfig, got, n int) {
+// sizeFetch adapts p's per-partition fetch size to rp, the source's answer for p in a
+// fetch of n partitions. While the source holds more than it returned (its HW past the
+// end of the batches: the fetch size, not the data, bounded the response) the size
+// doubles, up to p's share of fetch.response.max.bytes (and of the largest response a
+// fetch connection reads), so that a mirror of few partitions is bound neither by
+// fetch.max.bytes nor by the round-trip time while each partition of a fetch keeps room
+// in the response. Fullness is not the test: the source returns whole batches only, so a
+// response of batches a little over half the fetch size is as full as it gets. Once
+// caught up, a response under a quarter of the size halves it, down to fetch.max.bytes,
+// so that an idle partition does not keep a large buffer's worth. Only batch headers
+// are read.
+func (p *partition) sizeFetch(cfg *mirrorConfig, rp *kmsg.FetchResponseTopicPartition, n int) {
 	cur := int64(p.partitionMaxBytes(cfg))
 	limit := max(int64(cfg.fetchMaxBytes), min(int64(cfg.fetchRespMax), maxFetchResponseBytes/2)/int64(max(n, 1)))
+	got := int64(len(rp.RecordBatches))
+	end, ok := predictNext(rp.RecordBatches, fetchPos{})
+	backlog := ok && got > 0 && rp.HighWatermark > end.offset
 	switch {
 	case cur > limit: // more partitions share the fetch than when it grew
 		p.fetchBytes.Store(int32(limit))
-	case int64(got) >= cur-cur/4 && cur < limit:
+	case backlog && cur < limit:
 		p.fetchBytes.Store(int32(min(limit, 2*cur)))
-	case int64(got) < cur/4 && cur > int64(cfg.fetchMaxBytes):
+	case !backlog && got < cur/4 && cur > int64(cfg.fetchMaxBytes):
 		p.fetchBytes.Store(int32(max(int64(cfg.fetchMaxBytes), cur/2)))
 	}
 }
