@@ -83,8 +83,8 @@ func (w *watcher) missing(final map[string]bool) int {
 // mirror.support.unclean.leader.election=true). V then restarts, catches up with the
 // leader's untrusted log and rejoins the ISR — the moment the HW would move over the
 // divergent tail if the leader did not hold it until its truncation. After the
-// truncation the live follower's log ends beyond its leader's until DivergingEpoch
-// truncates it. Throughout, a read_uncommitted and a read_committed consumer poll A's
+// truncation the followers' logs end beyond their leader's until DivergingEpoch truncates
+// them (checked in their logs). Throughout, a read_uncommitted and a read_committed consumer poll A's
 // topic: neither is ever given a record outside the final (mirrored) log, and both get
 // all of it; at the end every replica of A and of B is byte-identical (MD5 of the .log
 // segments).
@@ -211,13 +211,43 @@ func failbackLongerFollowerTail(t *testing.T, configs map[string]string, reason 
 			t.Errorf("the %s consumer of A's %s read %d records that are not in the final log: %v", w.name, topic, len(bad), clip(bad))
 		}
 	}
-	for _, n := range a.Brokers() {
-		for _, line := range strings.Split(n.Log(), "\n") {
-			if strings.Contains(line, "mirror partition truncated") || strings.Contains(line, "truncating a diverging log") && strings.Contains(line, topic+"-") {
-				t.Logf("A node %d: %s", n.ID, line)
+	// the followers' tails: after its leader's truncation, a follower of every partition
+	// held a log ending beyond the leader's, which DivergingEpoch cut
+	for p := range int32(partitions) {
+		longer := false
+		for _, n := range a.Brokers() {
+			for _, line := range strings.Split(n.Log(), "\n") {
+				if !strings.Contains(line, fmt.Sprintf("partition=%s-%d ", topic, p)) {
+					continue
+				}
+				if strings.Contains(line, "mirror partition truncated") {
+					t.Logf("A node %d: %s", n.ID, line)
+				}
+				if strings.Contains(line, "truncating a diverging log") {
+					t.Logf("A node %d: %s", n.ID, line)
+					if leo, to := logInt(line, "leo"), logInt(line, "truncateTo"); leo > to && to >= 0 {
+						longer = true
+					}
+				}
 			}
 		}
+		if !longer {
+			t.Errorf("no follower of A's %s-%d logged a diverging log longer than its leader's (truncated by DivergingEpoch)", topic, p)
+		}
 	}
+}
+
+// logInt is the integer value of key=N in a log line, −1 when absent.
+func logInt(line, key string) int64 {
+	_, v, ok := strings.Cut(line, " "+key+"=")
+	if !ok {
+		return -1
+	}
+	var n int64
+	if _, err := fmt.Sscan(strings.Fields(v)[0], &n); err != nil {
+		return -1
+	}
+	return n
 }
 
 // logged reports whether a running node of c logged a line holding every one of parts.
