@@ -139,6 +139,7 @@ func TestFailback(t *testing.T) {
 	ea.waitCaughtUp(bcl, "from-b", "orders")
 
 	sameBatches(t, "A after failback", bBatches, a.log("orders", 0))
+	noHeldHW(t, a, "orders", 0, "after the failback")
 	d := ea.describe("from-b", "orders")[0]
 	if d.TruncatedOffset != 10 || d.TruncatedRecords != 3 {
 		t.Fatalf("truncation report: %+v", d)
@@ -217,5 +218,23 @@ func TestMirrorLoop(t *testing.T) {
 	}
 	if d.DestinationOffset != 1 {
 		t.Fatalf("A's log changed: LEO %d", d.DestinationOffset)
+	}
+	noHeldHW(t, a, "orders", 0, "FAILED in LOG_ALIGNMENT")
+}
+
+// noHeldHW fails the test when the HW of kb's topic-partition is held (the hold of
+// LOG_ALIGNMENT on an untrusted log must be gone once the partition left that wait) or
+// below the LEO.
+func noHeldHW(t *testing.T, kb *kbroker, topic string, p int32, when string) {
+	t.Helper()
+	part, err := kb.m.local.Partition(topic, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if part.HighWatermarkHeld() {
+		t.Fatalf("%s-%d %s: HW still held", topic, p, when)
+	}
+	if hw, leo := part.Log().HighWatermark(), part.Log().LogEndOffset(); hw != leo {
+		t.Fatalf("%s-%d %s: HW %d, LEO %d", topic, p, when, hw, leo)
 	}
 }

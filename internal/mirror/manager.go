@@ -216,6 +216,7 @@ func (m *Manager) reconcile() {
 	}
 	want := map[kafka.TopicPartition]bool{}
 	var missing []*partition // led here, not yet known: their states are read below
+	var dropped []*partition // runtimes dropped: their HW holds go (syncHWHold)
 	for _, t := range im.Topics {
 		if t.Mirror == nil {
 			continue
@@ -234,18 +235,25 @@ func (m *Manager) reconcile() {
 			if p == nil || p.mirror != t.Mirror.MirrorName || p.topicID != t.ID {
 				missing = append(missing, &partition{m: m, mirror: t.Mirror.MirrorName, topic: t.Name, topicID: t.ID, index: i,
 					byName: t.Mirror.SourceTopicID == (metadata.TopicID{})})
+				if p != nil {
+					dropped = append(dropped, p)
+				}
 				delete(m.parts, k)
 				continue
 			}
 			p.throttled.Store(isThrottledReplica(throttled, i, nodeID))
 		}
 	}
-	for k := range m.parts {
+	for k, p := range m.parts {
 		if !want[k] {
+			dropped = append(dropped, p)
 			delete(m.parts, k)
 		}
 	}
 	m.mu.Unlock()
+	for _, p := range dropped {
+		p.dropHWHold()
+	}
 	m.takeOver(im, missing)
 	m.mu.Lock()
 	rts := make([]*mirrorRT, 0, len(m.mirrors))

@@ -67,6 +67,10 @@ type partition struct {
 	// Cleared by every state change. waitWhy is the last reason logged for the wait.
 	leaderAligned bool
 	waitWhy       string
+	// holdMu makes syncHWHold and dropHWHold atomic to each other; dropped (under
+	// holdMu): the manager dropped the runtime, which holds the HW no more
+	holdMu  sync.Mutex
+	dropped bool
 
 	cur      atomic.Int32 // st.State, readable without mu (CheckWrite)
 	sourceHW atomic.Int64 // source HW from the latest fetch response (or start.offset=latest lookup), −1 unknown
@@ -155,12 +159,45 @@ func (p *partition) setState(to mirrorproto.State, lastErr string) bool {
 		p.st.LeaderEpoch = p.part.LeaderEpoch()
 	}
 	p.cur.Store(int32(to))
+	p.syncHWHold()
 	p.persist()
 	if from != to {
 		p.m.log.Info("mirror partition state", "mirror", p.mirror, "partition", p.String(),
 			"from", from.String(), "to", to.String(), "error", lastErr)
 	}
 	return true
+}
+
+// syncHWHold holds the HW of the local log (partition HoldHighWatermark) while
+// LOG_ALIGNMENT has not yet truncated an untrusted log — one not aligned since it last
+// stopped mirroring (failback, re-attach, a new mirror over local data), whose records
+// past the truncation point must never become readable, also not when the ISR grows
+// during the wait for it (cluster.md §3) — and releases it in every other case: the
+// leader's own alignment done, any other state, a runtime the manager dropped. Followers
+// take the leader's HW, so the hold holds every replica. mu held.
+func (p *partition) syncHWHold() {
+	part, err := p.getPart()
+	if err != nil {
+		return
+	}
+	p.holdMu.Lock()
+	defer p.holdMu.Unlock()
+	l := part.Log()
+	hold := !p.dropped && p.st.State == mirrorproto.StateLogAlignment && !p.leaderAligned && !p.st.Aligned &&
+		l.LogEndOffset() > l.LogStartOffset()
+	part.HoldHighWatermark(hold)
+}
+
+// dropHWHold releases the HW hold of a runtime the manager dropped while this broker may
+// still lead the partition (the mirror deleted, the topic detached or replaced) and keeps
+// it from holding again (a drive still running). mu not needed.
+func (p *partition) dropHWHold() {
+	p.holdMu.Lock()
+	defer p.holdMu.Unlock()
+	p.dropped = true
+	if part, err := p.m.local.Partition(p.topic, p.index); err == nil {
+		part.HoldHighWatermark(false)
+	}
 }
 
 // persist writes the state record to __mirror_state. mu held. A runtime whose broker no

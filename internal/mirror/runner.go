@@ -560,6 +560,11 @@ func (r *mirrorRT) align(p *partition, all bool) time.Duration {
 		p.mu.Unlock()
 		return d
 	}
+	// an untrusted log is held from here until its truncation: a follower that catches
+	// up while phase 1 waits (the ISR reaching min.insync.replicas) must not move the HW
+	// over records the truncation drops (setState holds it from the state change on; this
+	// takes it again for a leader whose role or epoch changed meanwhile)
+	p.syncHWHold()
 	if r.replicasWait(p, all, false) != "" {
 		p.mu.Unlock()
 		return replicaRecheck
@@ -686,13 +691,16 @@ func (r *mirrorRT) align(p *partition, all bool) time.Duration {
 			return time.Millisecond
 		}
 	}
+	// the leader's log is aligned: the HW may move again, up to the truncation point (the
+	// truncation brought it there at most, and the followers past it count as unknown)
+	p.leaderAligned = true
+	p.syncHWHold()
 	// step 4: the ISR truncates too. The registration takes the epoch the truncation
 	// raised (followers fetching at the old one are fenced, then sent to the truncation
 	// point by DivergingEpoch), and the alignment ends once no replica that counts holds
 	// a longer log. Aligned is recorded only then: a new leader elected before it
 	// truncates again, as its log may still hold the tail.
 	p.catchUpEpoch()
-	p.leaderAligned = true
 	return r.finishAlignment(p, all)
 }
 

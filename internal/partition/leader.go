@@ -264,10 +264,11 @@ func (p *Partition) effectiveMinIsr() int {
 // maybeIncrementHighWatermark advances the high watermark to the lowest LEO of the leader
 // and the followers it waits for — the (maximal) ISR, and followers caught up and
 // eligible to join it — and never backward; with fewer ISR members than the effective
-// min.insync.replicas it does not move (cluster.md §2). lmu held.
+// min.insync.replicas, or while HoldHighWatermark holds it, it does not move (cluster.md
+// §2, §3). lmu held.
 func (p *Partition) maybeIncrementHighWatermark(nowMs int64) bool {
 	ls := p.ls
-	if len(ls.isr.isr) < p.effectiveMinIsr() {
+	if p.hwHeld || len(ls.isr.isr) < p.effectiveMinIsr() {
 		return false
 	}
 	leo := p.log.LogEndOffset()

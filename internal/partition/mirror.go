@@ -107,3 +107,35 @@ func (p *Partition) forgetLongerFollowers() {
 		}
 	}
 }
+
+// HoldHighWatermark holds (hold true) or releases the HW of the partition this broker
+// leads. While held, the HW does not advance — not on appends, follower fetches or ISR
+// changes — so no record above it becomes readable; followers take the leader's HW, so
+// it holds on every replica. A release advances it at once to what the ISR has. The
+// mirror holds it while LOG_ALIGNMENT has not yet truncated an untrusted log (failback:
+// the records past the truncation point must never be readable, cluster.md §3). A hold
+// lasts only while this broker leads: on a broker that does not lead the partition it is
+// ignored, and losing the leadership drops it (a new leader decides for itself). A
+// truncation brings the HW down to the new LEO, held or not.
+func (p *Partition) HoldHighWatermark(hold bool) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	p.lmu.Lock()
+	if !p.leading.Load() || p.ls == nil {
+		p.lmu.Unlock()
+		return
+	}
+	was := p.hwHeld
+	p.hwHeld = hold
+	if was && !hold {
+		p.maybeIncrementHighWatermark(time.Now().UnixMilli())
+	}
+	p.lmu.Unlock()
+}
+
+// HighWatermarkHeld reports whether HoldHighWatermark holds the HW.
+func (p *Partition) HighWatermarkHeld() bool {
+	p.lmu.Lock()
+	defer p.lmu.Unlock()
+	return p.hwHeld
+}

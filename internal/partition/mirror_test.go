@@ -82,3 +82,107 @@ func TestMirrorAlignmentWait(t *testing.T) {
 		t.Fatalf("phase 2 with the followers fetching from the truncation point: waits (%s)", why)
 	}
 }
+
+// TestHoldHighWatermark: while the leader's HW is held (a mirror's LOG_ALIGNMENT before
+// it truncates an untrusted log) it does not move — not when a follower catches up and
+// the ISR grows to min.insync.replicas, not on appends; a release moves it at once to the
+// ISR's lowest LEO. A truncation brings a held HW down with the LEO. A hold is the
+// leader's: a follower ignores it, and losing the leadership drops it.
+func TestHoldHighWatermark(t *testing.T) {
+	r := newReplicated(t, []int32{1, 2}, 3)
+	r.produce(10)
+	if err := r.fetch(2, 10); err != nil {
+		t.Fatal(err)
+	}
+	if r.hw() != 0 {
+		t.Fatalf("HW %d with ISR [1 2] below min.insync.replicas 3, want 0", r.hw())
+	}
+	r.p.HoldHighWatermark(true)
+	if !r.p.HighWatermarkHeld() {
+		t.Fatal("HighWatermarkHeld false after HoldHighWatermark(true)")
+	}
+	// follower 3 rejoins: the ISR reaches min.insync.replicas with every member at 10
+	r.apply(&metadata.PartitionRegistration{Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}, Leader: self, LeaderEpoch: 1, PartitionEpoch: 2})
+	for _, id := range []int32{3, 2} {
+		if err := r.fetch(id, 10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r.hw() != 0 {
+		t.Fatalf("held HW moved to %d when the ISR [1 2 3] caught up to 10", r.hw())
+	}
+	r.produce(2)
+	for _, id := range []int32{2, 3} {
+		if err := r.fetch(id, 12); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r.hw() != 0 {
+		t.Fatalf("held HW moved to %d after appends the ISR holds", r.hw())
+	}
+
+	// the truncation of LOG_ALIGNMENT, then the release: the HW waits for the followers'
+	// fetches from the truncation point (their tails are not the leader's records)
+	if err := r.p.TruncateToFenced(6); err != nil {
+		t.Fatal(err)
+	}
+	if r.hw() > 6 {
+		t.Fatalf("HW %d above the truncation point 6", r.hw())
+	}
+	r.p.HoldHighWatermark(false)
+	if r.p.HighWatermarkHeld() {
+		t.Fatal("HighWatermarkHeld true after HoldHighWatermark(false)")
+	}
+	if r.hw() != 0 {
+		t.Fatalf("HW %d on release with the followers' LEOs past the truncation unknown, want 0", r.hw())
+	}
+	for _, id := range []int32{2, 3} {
+		if err := r.fetch(id, 6); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r.hw() != 6 {
+		t.Fatalf("HW %d after the release and the ISR's fetches from 6, want 6", r.hw())
+	}
+
+	// a release moves the HW at once to what the ISR holds
+	r.p.HoldHighWatermark(true)
+	r.produce(3)
+	for _, id := range []int32{2, 3} {
+		if err := r.fetch(id, 9); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r.hw() != 6 {
+		t.Fatalf("held HW moved to %d", r.hw())
+	}
+	r.p.HoldHighWatermark(false)
+	if r.hw() != 9 {
+		t.Fatalf("HW %d right after the release with the ISR at 9, want 9", r.hw())
+	}
+
+	// losing the leadership drops a hold; a follower ignores one; a new leader epoch on
+	// this broker starts unheld
+	r.p.HoldHighWatermark(true)
+	r.apply(&metadata.PartitionRegistration{Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}, Leader: 2, LeaderEpoch: 3, PartitionEpoch: 3})
+	if r.p.HighWatermarkHeld() {
+		t.Fatal("the hold outlived the leadership")
+	}
+	r.p.HoldHighWatermark(true)
+	if r.p.HighWatermarkHeld() {
+		t.Fatal("a follower took a hold")
+	}
+	r.apply(&metadata.PartitionRegistration{Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}, Leader: self, LeaderEpoch: 4, PartitionEpoch: 4})
+	if r.p.HighWatermarkHeld() {
+		t.Fatal("a new leader started with a hold")
+	}
+	r.produce(1)
+	for _, id := range []int32{2, 3} {
+		if err := r.fetch(id, 10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r.hw() != 10 {
+		t.Fatalf("HW %d on the new leader with the ISR at 10, want 10", r.hw())
+	}
+}

@@ -65,8 +65,9 @@ type Partition struct {
 	leading atomic.Bool                                    // reg.Leader is this broker
 	minIsr  atomic.Int32                                   // the topic's min.insync.replicas
 
-	lmu sync.Mutex   // guards ls; taken after mu
-	ls  *leaderState // nil unless leading
+	lmu    sync.Mutex   // guards ls and hwHeld; taken after mu
+	ls     *leaderState // nil unless leading
+	hwHeld bool         // HoldHighWatermark; false unless leading
 
 	listener atomic.Pointer[func()] // SetReplicaListener
 }
@@ -299,6 +300,7 @@ func (p *Partition) become(reg *metadata.PartitionRegistration, minIsr int32) (c
 	switch {
 	case !leading:
 		p.ls = nil
+		p.hwHeld = false // a hold is the leader's: a new leader decides for itself
 	case changed || p.ls == nil:
 		p.resetLeaderState(reg.Replicas, reg.ISR, recovering, now)
 		p.ls.partitionEpoch = reg.PartitionEpoch
@@ -342,6 +344,7 @@ func (p *Partition) stop() {
 	p.leading.Store(false)
 	p.lmu.Lock()
 	p.ls = nil
+	p.hwHeld = false
 	p.lmu.Unlock()
 	p.log.Wake()
 }
