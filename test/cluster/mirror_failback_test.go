@@ -131,10 +131,7 @@ func failbackLongerFollowerTail(t *testing.T, configs map[string]string, reason 
 
 	first := keyRange("first", 60)
 	produceSync(t, a.Client(nil, kgo.RecordPartitioner(kgo.RoundRobinPartitioner())), topic, first)
-	aEnds := func() (map[int32]int64, error) { return endOffsets(a.Node(1).Addr, topic) }
-	mustMirrorsCLI(t, "Created cluster mirror from-a.", b.Node(1).Addr, "--create", "--mirror", "from-a", "--mirror-config", writeMirrorConfig(t, "from-a", a.Bootstrap()))
-	mustMirrorsCLI(t, "Started mirroring topic orders in mirror from-a.", b.Node(2).Addr, "--start", "--mirror", "from-a", "--topics", topic)
-	waitMirroring(t, b.Node(3).Addr, "from-a", topic, partitions, aEnds)
+	aEnds := mirrorFromA(t, a, b, topic, partitions)
 	aID, err := topicID(a.Node(1).Addr, topic)
 	if err != nil {
 		t.Fatal(err)

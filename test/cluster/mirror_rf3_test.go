@@ -385,10 +385,7 @@ func failbackWaitsForISR(t *testing.T, key, value, reason string) {
 	createTopicRF3(t, a, a.Node(1).Addr, topic, partitions)
 	aProd := a.Client(nil, kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
 	produceSync(t, aProd, topic, keyRange("first", 60))
-	aEnds := func() (map[int32]int64, error) { return endOffsets(a.Node(1).Addr, topic) }
-	mustMirrorsCLI(t, "Created cluster mirror from-a.", b.Node(1).Addr, "--create", "--mirror", "from-a", "--mirror-config", writeMirrorConfig(t, "from-a", a.Bootstrap()))
-	mustMirrorsCLI(t, "Started mirroring topic orders in mirror from-a.", b.Node(2).Addr, "--start", "--mirror", "from-a", "--topics", topic)
-	waitMirroring(t, b.Node(3).Addr, "from-a", topic, partitions, aEnds)
+	mirrorFromA(t, a, b, topic, partitions)
 	aID, err := topicID(a.Node(1).Addr, topic)
 	if err != nil {
 		t.Fatal(err)
