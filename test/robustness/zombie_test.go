@@ -30,7 +30,10 @@ func TestZombieLeaderPaused(t *testing.T) {
 		clAll, cl1 := e.rawClient(z, -1), e.rawClient(z, 1)
 		for i, cl := range []*kgo.Client{clAll, cl1} {
 			v := fmt.Sprintf("zombie-warmup-%d-%d", round, i)
-			if r := rawProduce(context.Background(), cl, topic, p, v); r.err == nil {
+			// Only the acks=all warm-up is an acknowledged write the cluster must keep: the
+			// acks=1 one may be lost with the pause that follows (its leader had not
+			// replicated it yet), as in Kafka, and its offset taken by a later write.
+			if r := rawProduce(context.Background(), cl, topic, p, v); r.err == nil && cl == clAll {
 				w.ack(pos{p, r.offset}, v)
 			}
 		}
