@@ -34,6 +34,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/internal/kafkaproc"
 )
 
 var (
@@ -273,38 +275,13 @@ func RandomUUID(t testing.TB) string {
 	return strings.TrimSpace(string(out))
 }
 
-// handedOut is every port FreePorts returned in this test process.
-var (
-	portsMu   sync.Mutex
-	handedOut = map[int]bool{}
-)
-
-// FreePorts returns n distinct loopback ports that were free a moment ago and that it
-// never returned before in this test process: clusters written one after the other
-// (New) before any of their nodes binds its ports do not get one port twice.
+// FreePorts is kafkaproc.FreePorts (one set of handed-out ports for the kmirror and the
+// Apache Kafka processes of a test), failing t on a listen error.
 func FreePorts(t testing.TB, n int) []int {
 	t.Helper()
-	portsMu.Lock()
-	defer portsMu.Unlock()
-	var ports []int
-	var lns []net.Listener
-	defer func() {
-		for _, l := range lns {
-			l.Close()
-		}
-	}()
-	for len(ports) < n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, l) // held until the end, so that the next Listen picks another port
-		p := l.Addr().(*net.TCPAddr).Port
-		if handedOut[p] {
-			continue
-		}
-		handedOut[p] = true
-		ports = append(ports, p)
+	ports, err := kafkaproc.FreePorts(n)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return ports
 }

@@ -20,6 +20,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -70,15 +71,50 @@ func (j Java) Command(ctx context.Context, jvmOpts []string, class string, args 
 	return exec.CommandContext(ctx, "java", append(a, args...)...)
 }
 
-// FreeAddr returns a loopback host:port ("127.0.0.1:N") that was free a moment ago; the
-// error is the listen error.
+// FreeAddr returns a loopback host:port ("127.0.0.1:N") from FreePorts; the error is the
+// listen error.
 func FreeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := FreePorts(1)
 	if err != nil {
 		return "", err
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return fmt.Sprintf("127.0.0.1:%d", ports[0]), nil
+}
+
+// handedOut is every port FreePorts returned in this process.
+var (
+	portsMu   sync.Mutex
+	handedOut = map[int]bool{}
+)
+
+// FreePorts returns n distinct loopback ports that were free a moment ago and that it
+// never returned before in this process: brokers whose configs are written before any
+// of them binds (or one broker's several listeners) do not get one port twice, as the
+// kernel may hand a just-closed port out again. The error is the listen error.
+func FreePorts(n int) ([]int, error) {
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	var ports []int
+	var lns []net.Listener
+	defer func() {
+		for _, l := range lns {
+			l.Close()
+		}
+	}()
+	for len(ports) < n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		lns = append(lns, l) // held until the end, so that the next Listen picks another port
+		p := l.Addr().(*net.TCPAddr).Port
+		if handedOut[p] {
+			continue
+		}
+		handedOut[p] = true
+		ports = append(ports, p)
+	}
+	return ports, nil
 }
 
 // Ready reports whether the broker at addr (host:port) accepts a TCP connection within
