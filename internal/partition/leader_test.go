@@ -44,7 +44,14 @@ func newReplicated(t *testing.T, isr []int32, minIsr int32) *replicated {
 // apply makes reg t-0's registration in a new image.
 func (r *replicated) apply(reg *metadata.PartitionRegistration) {
 	r.t.Helper()
-	im := r.g.next(topic("t", r.id, reg))
+	r.applyTopic(topic("t", r.id, reg))
+	r.reg = reg
+}
+
+// applyTopic makes tp (topic t, one partition) the topic of a new image.
+func (r *replicated) applyTopic(tp *metadata.Topic) {
+	r.t.Helper()
+	im := r.g.next(tp)
 	im.Brokers = map[int32]*metadata.BrokerRegistration{}
 	for id := int32(1); id <= 3; id++ {
 		im.Brokers[id] = &metadata.BrokerRegistration{ID: id, Epoch: 10 + int64(id)}
@@ -52,7 +59,16 @@ func (r *replicated) apply(reg *metadata.PartitionRegistration) {
 	if err := r.rm.Apply(im); err != nil {
 		r.t.Fatal(err)
 	}
-	r.reg = reg
+}
+
+// fetchAll records a fetch from offset of each follower in ids, in order.
+func (r *replicated) fetchAll(offset int64, ids ...int32) {
+	r.t.Helper()
+	for _, id := range ids {
+		if err := r.fetch(id, offset); err != nil {
+			r.t.Fatal(err)
+		}
+	}
 }
 
 // produce appends n one-record batches as leader.
@@ -127,11 +143,7 @@ func TestHighWatermarkFrozenUnderMinIsr(t *testing.T) {
 	}
 	r.minI = 5 // above RF 3: the ISR must hold all three
 	r.apply(&metadata.PartitionRegistration{Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}, Leader: self, LeaderEpoch: 1, PartitionEpoch: 2})
-	for _, id := range []int32{2, 3} {
-		if err := r.fetch(id, leo); err != nil {
-			t.Fatal(err)
-		}
-	}
+	r.fetchAll(leo, 2, 3)
 	if r.hw() != leo {
 		t.Fatalf("HW %d with the whole ISR at %d, want %d", r.hw(), leo, leo)
 	}
@@ -149,14 +161,7 @@ func TestMinIsrChangeAppliesAtOnce(t *testing.T) {
 	r.minI = 1
 	tp := topic("t", r.id, r.reg)
 	tp.Configs = map[string]string{"min.insync.replicas": "1"} // a config change, same registration
-	im := r.g.next(tp)
-	im.Brokers = map[int32]*metadata.BrokerRegistration{}
-	for id := int32(1); id <= 3; id++ {
-		im.Brokers[id] = &metadata.BrokerRegistration{ID: id, Epoch: 10 + int64(id)}
-	}
-	if err := r.rm.Apply(im); err != nil {
-		t.Fatal(err)
-	}
+	r.applyTopic(tp)
 	if leo := r.p.Log().LogEndOffset(); r.hw() != leo {
 		t.Fatalf("HW %d after min.insync.replicas=1, want the LEO %d", r.hw(), leo)
 	}

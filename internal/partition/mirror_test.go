@@ -53,11 +53,7 @@ func TestMirrorAlignmentWait(t *testing.T) {
 	if why := r.p.MirrorAlignmentWait(false, true); !strings.Contains(why, "has not fetched") {
 		t.Fatalf("phase 2 at a new leader epoch before any follower fetched: %q, want a wait", why)
 	}
-	for _, id := range []int32{2, 3} {
-		if err := r.fetch(id, 10); err != nil {
-			t.Fatal(err)
-		}
-	}
+	r.fetchAll(10, 2, 3)
 	if why := r.p.MirrorAlignmentWait(false, true); why != "" {
 		t.Fatalf("phase 2 with every ISR member at the leader's LEO: waits (%s)", why)
 	}
@@ -73,11 +69,7 @@ func TestMirrorAlignmentWait(t *testing.T) {
 	if got := r.hw(); got > 6 {
 		t.Fatalf("HW %d after the truncation to 6 and new appends, before any follower fetched again", got)
 	}
-	for _, id := range []int32{2, 3} {
-		if err := r.fetch(id, 6); err != nil {
-			t.Fatal(err)
-		}
-	}
+	r.fetchAll(6, 2, 3)
 	if why := r.p.MirrorAlignmentWait(false, true); why != "" {
 		t.Fatalf("phase 2 with the followers fetching from the truncation point: waits (%s)", why)
 	}
@@ -103,20 +95,12 @@ func TestHoldHighWatermark(t *testing.T) {
 	}
 	// follower 3 rejoins: the ISR reaches min.insync.replicas with every member at 10
 	r.apply(&metadata.PartitionRegistration{Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}, Leader: self, LeaderEpoch: 1, PartitionEpoch: 2})
-	for _, id := range []int32{3, 2} {
-		if err := r.fetch(id, 10); err != nil {
-			t.Fatal(err)
-		}
-	}
+	r.fetchAll(10, 3, 2)
 	if r.hw() != 0 {
 		t.Fatalf("held HW moved to %d when the ISR [1 2 3] caught up to 10", r.hw())
 	}
 	r.produce(2)
-	for _, id := range []int32{2, 3} {
-		if err := r.fetch(id, 12); err != nil {
-			t.Fatal(err)
-		}
-	}
+	r.fetchAll(12, 2, 3)
 	if r.hw() != 0 {
 		t.Fatalf("held HW moved to %d after appends the ISR holds", r.hw())
 	}
@@ -136,11 +120,7 @@ func TestHoldHighWatermark(t *testing.T) {
 	if r.hw() != 0 {
 		t.Fatalf("HW %d on release with the followers' LEOs past the truncation unknown, want 0", r.hw())
 	}
-	for _, id := range []int32{2, 3} {
-		if err := r.fetch(id, 6); err != nil {
-			t.Fatal(err)
-		}
-	}
+	r.fetchAll(6, 2, 3)
 	if r.hw() != 6 {
 		t.Fatalf("HW %d after the release and the ISR's fetches from 6, want 6", r.hw())
 	}
@@ -148,11 +128,7 @@ func TestHoldHighWatermark(t *testing.T) {
 	// a release moves the HW at once to what the ISR holds
 	r.p.HoldHighWatermark(true)
 	r.produce(3)
-	for _, id := range []int32{2, 3} {
-		if err := r.fetch(id, 9); err != nil {
-			t.Fatal(err)
-		}
-	}
+	r.fetchAll(9, 2, 3)
 	if r.hw() != 6 {
 		t.Fatalf("held HW moved to %d", r.hw())
 	}
@@ -177,11 +153,7 @@ func TestHoldHighWatermark(t *testing.T) {
 		t.Fatal("a new leader started with a hold")
 	}
 	r.produce(1)
-	for _, id := range []int32{2, 3} {
-		if err := r.fetch(id, 10); err != nil {
-			t.Fatal(err)
-		}
-	}
+	r.fetchAll(10, 2, 3)
 	if r.hw() != 10 {
 		t.Fatalf("HW %d on the new leader with the ISR at 10, want 10", r.hw())
 	}

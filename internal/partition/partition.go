@@ -332,7 +332,8 @@ func (p *Partition) become(reg *metadata.PartitionRegistration, minIsr int32) (c
 func (p *Partition) setMinIsr(minIsr int32) {
 	p.lmu.Lock()
 	defer p.lmu.Unlock()
-	if p.minIsr.Swap(max(minIsr, 1)) != max(minIsr, 1) && p.ls != nil {
+	v := max(minIsr, 1)
+	if p.minIsr.Swap(v) != v && p.ls != nil {
 		p.maybeIncrementHighWatermark(time.Now().UnixMilli())
 	}
 }

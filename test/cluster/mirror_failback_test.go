@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/internal/clustertest"
@@ -110,20 +109,7 @@ func failbackLongerFollowerTail(t *testing.T, configs map[string]string, reason 
 	const topic, partitions = "orders", 3
 	a, b := startClusters(t, rf3, rf3)
 	createTopicRF3(t, a, a.Node(1).Addr, topic, partitions)
-	adm := kadm.NewClient(a.Client(nil))
-	var alter []kadm.AlterConfig
-	for k, v := range configs {
-		alter = append(alter, kadm.AlterConfig{Op: kadm.SetConfig, Name: k, Value: &v})
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	res, err := adm.AlterTopicConfigs(ctx, alter, topic)
-	cancel()
-	if err == nil {
-		_, err = res.On(topic, nil)
-	}
-	if err != nil {
-		t.Fatalf("set %v on A's %s: %v", configs, topic, err)
-	}
+	setTopicConfigs(t, a, "A", topic, configs)
 	watchers := []*watcher{
 		watchTopic(t, a, "read_uncommitted", topic, kgo.ReadUncommitted()),
 		watchTopic(t, a, "read_committed", topic, kgo.ReadCommitted()),
@@ -164,23 +150,7 @@ func failbackLongerFollowerTail(t *testing.T, configs map[string]string, reason 
 	})
 
 	mustMirrorsCLI(t, "Started mirroring topic orders in mirror from-b.", a.Node(2).Addr, "--start", "--mirror", "from-b", "--topics", topic)
-	clustertest.Eventually(t, 60*time.Second, func() (bool, string) {
-		for p := range int32(partitions) {
-			if !logged(a, "LOG_ALIGNMENT waits for its replicas", fmt.Sprintf("partition=%s-%d ", topic, p), reason) {
-				return false, fmt.Sprintf("no leader on A logged that LOG_ALIGNMENT of %s-%d waits (%q)", topic, p, reason)
-			}
-		}
-		return true, ""
-	})
-	rows, err := describeMirror(t, live.Addr, "from-b", topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for p := range int32(partitions) {
-		if rows[p].State != "LOG_ALIGNMENT" {
-			t.Fatalf("failback with A's node %d down: %v, want LOG_ALIGNMENT", victim.ID, rows[p])
-		}
-	}
+	waitAlignmentWaits(t, a, live.Addr, topic, partitions, reason, fmt.Sprintf("failback with A's node %d down", victim.ID))
 
 	victim.Start() // catches up with the untrusted logs and rejoins the ISRs
 	back := waitMirroring(t, live.Addr, "from-b", topic, partitions, func() (map[int32]int64, error) { return bEnds, nil })

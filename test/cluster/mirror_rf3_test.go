@@ -297,20 +297,9 @@ func TestMirrorRF3StopBelowMinISR(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	adm := kadm.NewClient(b.Client(nil))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	three := "3"
-	res, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "min.insync.replicas", Value: &three}}, topic)
-	cancel()
-	if err == nil {
-		_, err = res.On(topic, nil)
-	}
-	if err != nil {
-		t.Fatalf("set min.insync.replicas=3 on B's %s: %v", topic, err)
-	}
+	setTopicConfigs(t, b, "B", topic, map[string]string{"min.insync.replicas": "3"})
 	victim := b.Node(3)
 	victim.Kill()
-	// the ISR shrink is the registration change that applies min.insync.replicas 3
 	waitISRSize(t, b.Node(1).Addr, topic, partitions, 2)
 
 	stopped := make(chan error, 1)
@@ -402,18 +391,7 @@ func failbackWaitsForISR(t *testing.T, key, value, reason string) {
 	}
 	waitISRSize(t, a.Node(1).Addr, topic, partitions, 3)
 
-	// key=value on A's topic (a min.insync.replicas change applies with the next
-	// registration of each partition, which the node's death brings: the ISR shrinks)
-	adm := kadm.NewClient(a.Client(nil))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	res, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: key, Value: &value}}, topic)
-	cancel()
-	if err == nil {
-		_, err = res.On(topic, nil)
-	}
-	if err != nil {
-		t.Fatalf("set %s=%s on A's %s: %v", key, value, topic, err)
-	}
+	setTopicConfigs(t, a, "A", topic, map[string]string{key: value})
 	// the mirror (and so A's __mirror_state, RF 3) is created while every A node runs
 	mustMirrorsCLI(t, "Created cluster mirror from-b.", a.Node(1).Addr, "--create", "--mirror", "from-b", "--mirror-config", writeMirrorConfig(t, "from-b", b.Bootstrap()))
 	victim := a.Node(3)
@@ -421,37 +399,7 @@ func failbackWaitsForISR(t *testing.T, key, value, reason string) {
 	waitISRSize(t, a.Node(1).Addr, topic, partitions, 2)
 
 	mustMirrorsCLI(t, "Started mirroring topic orders in mirror from-b.", a.Node(2).Addr, "--start", "--mirror", "from-b", "--topics", topic)
-	waiting := func(p int32) bool {
-		for _, n := range a.Brokers() {
-			if !n.Running() {
-				continue
-			}
-			for _, line := range strings.Split(n.Log(), "\n") {
-				if strings.Contains(line, "LOG_ALIGNMENT waits for its replicas") && strings.Contains(line, fmt.Sprintf("partition=%s-%d ", topic, p)) &&
-					strings.Contains(line, reason) {
-					return true
-				}
-			}
-		}
-		return false
-	}
-	clustertest.Eventually(t, 60*time.Second, func() (bool, string) {
-		for p := range int32(partitions) {
-			if !waiting(p) {
-				return false, fmt.Sprintf("no leader on A logged that LOG_ALIGNMENT of %s-%d waits (%q)", topic, p, reason)
-			}
-		}
-		return true, ""
-	})
-	rows, err := describeMirror(t, a.Node(1).Addr, "from-b", topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for p := range int32(partitions) {
-		if rows[p].State != "LOG_ALIGNMENT" {
-			t.Fatalf("failback with A's node %d down and %s=%s: %v, want LOG_ALIGNMENT", victim.ID, key, value, rows[p])
-		}
-	}
+	waitAlignmentWaits(t, a, a.Node(1).Addr, topic, partitions, reason, fmt.Sprintf("failback with A's node %d down and %s=%s", victim.ID, key, value))
 
 	victim.Start()
 	back := waitMirroring(t, a.Node(1).Addr, "from-b", topic, partitions, func() (map[int32]int64, error) { return bEnds, nil })
@@ -551,4 +499,47 @@ func mirrorFromA(t *testing.T, a, b *clustertest.Cluster, topic string, partitio
 	mustMirrorsCLI(t, "Started mirroring topic "+topic+" in mirror from-a.", b.Node(1).Addr, "--start", "--mirror", "from-a", "--topics", topic)
 	waitMirroring(t, b.Node(1).Addr, "from-a", topic, partitions, aEnds)
 	return aEnds
+}
+
+// setTopicConfigs sets configs on topic of cluster c (named name in the failure).
+func setTopicConfigs(t *testing.T, c *clustertest.Cluster, name, topic string, configs map[string]string) {
+	t.Helper()
+	var alter []kadm.AlterConfig
+	for k, v := range configs {
+		alter = append(alter, kadm.AlterConfig{Op: kadm.SetConfig, Name: k, Value: &v})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := kadm.NewClient(c.Client(nil)).AlterTopicConfigs(ctx, alter, topic)
+	if err == nil {
+		_, err = res.On(topic, nil)
+	}
+	if err != nil {
+		t.Fatalf("set %v on %s's %s: %v", configs, name, topic, err)
+	}
+}
+
+// waitAlignmentWaits waits until a leader on c logged, for every partition of topic,
+// that LOG_ALIGNMENT waits for its replicas with reason, then checks that the mirror
+// from-b (described at addr) shows every partition in LOG_ALIGNMENT; what names the
+// situation in the failure.
+func waitAlignmentWaits(t *testing.T, c *clustertest.Cluster, addr, topic string, partitions int32, reason, what string) {
+	t.Helper()
+	clustertest.Eventually(t, 60*time.Second, func() (bool, string) {
+		for p := range partitions {
+			if !logged(c, "LOG_ALIGNMENT waits for its replicas", fmt.Sprintf("partition=%s-%d ", topic, p), reason) {
+				return false, fmt.Sprintf("no leader logged that LOG_ALIGNMENT of %s-%d waits (%q)", topic, p, reason)
+			}
+		}
+		return true, ""
+	})
+	rows, err := describeMirror(t, addr, "from-b", topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := range partitions {
+		if rows[p].State != "LOG_ALIGNMENT" {
+			t.Fatalf("%s: %v, want LOG_ALIGNMENT", what, rows[p])
+		}
+	}
 }
