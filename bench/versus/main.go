@@ -199,8 +199,9 @@ func main() {
 	secRecords := flag.Int("security-records", 500000, "-only security: records of each listener's produce and consume runs")
 	secRate := flag.Int("security-latency-rate", 5000, "-only security: records/s of each listener's latency run")
 	secLatSecs := flag.Float64("security-latency-seconds", 10, "-only security: duration of each listener's latency run")
-	slowRecords1 := flag.Int("slowlink-records1", 200000, "-only slowlink: backlog records of the 1-partition topic")
-	slowRecords16 := flag.Int("slowlink-records16", 400000, "-only slowlink: backlog records of the 16-partition topic")
+	slowRecords1 := flag.Int("slowlink-records1", 800000, "-only slowlink: backlog records of the 1-partition topic")
+	slowRecords16 := flag.Int("slowlink-records16", 1200000, "-only slowlink: backlog records of the 16-partition topic")
+	slowTuned := flag.String("slowlink-tuned-props", "fetch.response.max.bytes=33554432", "-only slowlink: the mirror properties (comma-separated key=value) of the tuned kmirror runs, on top of -mirror-props (\"\": no tuned runs)")
 	keep := flag.Bool("keep", false, "keep the temp directory (data and logs of every process) instead of removing it")
 	flag.Parse()
 	switch *only {
@@ -261,7 +262,7 @@ func main() {
 		return
 	}
 	if *only == "slowlink" {
-		rep := benchSlowLink(bin, tmp, s, []int{0, 25, 50}, *slowRecords1, *slowRecords16)
+		rep := benchSlowLink(bin, tmp, s, []int{0, 25, 50}, *slowRecords1, *slowRecords16, *slowTuned, *withMM2)
 		writeResults(*out, "slowlink", rep, renderSlowLinkMarkdown(rep))
 		return
 	}

@@ -197,7 +197,7 @@ var Mirror = define(
 	minimum(Def{Name: "fetch.wait.max.ms", Type: TypeInt, Default: "1000", Unit: "ms", Doc: "MaxWaitMs of mirror fetches."}, 0),
 	minimum(Def{Name: "fetch.min.bytes", Type: TypeInt, Default: "1", Unit: "bytes", Doc: "MinBytes of mirror fetches."}, 0),
 	minimum(Def{Name: "fetch.max.bytes", Type: TypeInt, Default: "1048576", Unit: "bytes", Doc: "Per-partition bytes of a mirror fetch (PartitionMaxBytes) to start with: it doubles while the source holds more than a response returned, up to the partition's share of fetch.response.max.bytes, and halves back once caught up while responses are under a quarter of it."}, 1),
-	minimum(Def{Name: "fetch.response.max.bytes", Type: TypeInt, Default: "10485760", Unit: "bytes", Doc: "Bytes of a whole mirror fetch response (MaxBytes)."}, 1),
+	minimum(Def{Name: "fetch.response.max.bytes", Type: TypeInt, Default: "10485760", Unit: "bytes", Doc: "Bytes of a whole mirror fetch response (MaxBytes); one request is in flight per fetcher, so across a slow link a fetcher moves at most this per round trip: set it to about twice rate × RTT (docs/operations.md, Mirroring across a slow link)."}, 1),
 	minimum(Def{Name: "receive.buffer.bytes", Type: TypeInt, Default: "-1", Unit: "bytes", Doc: "SO_RCVBUF of the mirror's fetch connections (Kafka's client config); -1 leaves it to the OS, whose TCP autotuning grows it to the bandwidth-delay product up to net.ipv4.tcp_rmem's maximum (a set value turns autotuning off and is capped by net.core.rmem_max)."}, -1),
 	minimum(Def{Name: "fetch.backoff.ms", Type: TypeInt, Default: "1000", Unit: "ms", Doc: "Pause after a failed fetch."}, 0),
 	Def{Name: "topics.include", Type: TypeList, Default: "", Doc: "Regexes of source topics started automatically (spec §8)."},
