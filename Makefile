@@ -119,9 +119,11 @@ bench-cleaner:
 bench-security:
 	$(GO) run ./bench/versus -only security $(BENCH_FLAGS)
 
-# bench-slowlink runs bench/versus -only slowlink (issue 15): kmirror mirroring a 1- and a
+# bench-slowlink runs bench/versus -only slowlink (issue 15): kmirror (default, and tuned
+# with fetch.response.max.bytes=32 MiB) and MirrorMaker 2 mirroring a 1- and a
 # 16-partition backlog from one Apache Kafka broker through a toxiproxy proxy adding 0, 25
-# and 50 ms of round-trip time, as ratios to its own 0 ms rate. About 2 minutes on 2 cores;
-# writes bench/results/slowlink-<date>.{json,md}. A benchmark, not a test: CI does not run it.
+# and 50 ms of round-trip time, as ratios to the 0 ms rate and to MirrorMaker 2. About 8
+# minutes on 2 cores; writes bench/results/slowlink-<date>.{json,md}. A benchmark, not a
+# test: CI does not run it.
 bench-slowlink:
 	$(GO) run ./bench/versus -only slowlink $(BENCH_FLAGS)
