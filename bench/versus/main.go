@@ -111,6 +111,7 @@ type settings struct {
 	MirrorProps    string  `json:"mirror_props,omitempty"`
 	TunedProps     string  `json:"tuned_1_partition_mirror_props,omitempty"` // the second mirror's properties ("" with -tuned1=false)
 	Client         string  `json:"client"`
+	PageCache      string  `json:"page_cache,omitempty"` // describeFill with -fill-page-cache
 }
 
 // brokerResult is one broker's column of the broker table.
@@ -202,6 +203,7 @@ func main() {
 	slowRecords1 := flag.Int("slowlink-records1", 800000, "-only slowlink: backlog records of the 1-partition topic")
 	slowRecords16 := flag.Int("slowlink-records16", 1200000, "-only slowlink: backlog records of the 16-partition topic")
 	slowTuned := flag.String("slowlink-tuned-props", "fetch.response.max.bytes=33554432", "-only slowlink: the mirror properties (comma-separated key=value) of the tuned kmirror runs, on top of -mirror-props (\"\": no tuned runs)")
+	fill := flag.Bool("fill-page-cache", false, "before the runs, fill the page cache with a file (kept until the end) of the available memory minus 2 GiB, so that brokers write into recycled pages as in steady state, not into guest pages the VM's host took back (fillPageCache)")
 	keep := flag.Bool("keep", false, "keep the temp directory (data and logs of every process) instead of removing it")
 	flag.Parse()
 	switch *only {
@@ -226,6 +228,9 @@ func main() {
 	bin := filepath.Join(tmp, "kmirror")
 	if b, err := exec.Command("go", "build", "-o", bin, "./cmd/kmirror").CombinedOutput(); err != nil {
 		fatalf("go build: %v\n%s", err, b)
+	}
+	if *fill {
+		s.PageCache = describeFill(fillPageCache(tmp, 2<<30))
 	}
 	if *only == "cleaner" {
 		cs.BackoffMs, cs.RecordBytes, cs.DataDir = 500, recordSize, tmp

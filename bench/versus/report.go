@@ -81,6 +81,9 @@ func renderMarkdown(r report) string {
 	s, m := r.Settings, r.Machine
 	fmt.Fprintf(&b, "### kmirror vs Apache Kafka %s and MirrorMaker 2 — %s\n\n", s.KafkaVersion, r.Date[:10])
 	b.WriteString(machineAndClient(m, s.DataDir, s.Client, s.RecordBytes, "make bench"))
+	if s.PageCache != "" {
+		fmt.Fprintf(&b, "Memory: %s.\n\n", s.PageCache)
+	}
 	if len(r.Brokers) == 2 {
 		k, a := r.Brokers[0], r.Brokers[1]
 		fmt.Fprintf(&b, "#### Broker: kmirror vs %s (single node, JVM -Xmx1G -Xms1G)\n\n", a.Broker)
