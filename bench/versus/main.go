@@ -75,10 +75,17 @@ import (
 // kafkaJava runs classes from Apache Kafka's jars, with a WARN-level log4j2 config.
 var kafkaJava kafkaproc.Java
 
-// fatalf prints the error, kills the processes the benchmark started and exits.
+// leaveTemp removes the benchmark's temp directory (its brokers' data, and the
+// -fill-page-cache file of most of the machine's memory), or with -keep names it; main
+// sets it once the directory exists.
+var leaveTemp = func() {}
+
+// fatalf prints the error, kills the processes the benchmark started, leaves the temp
+// directory (leaveTemp) and exits.
 func fatalf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "versus: "+format+"\n", args...)
 	killRunning()
+	leaveTemp()
 	os.Exit(1)
 }
 
@@ -219,11 +226,14 @@ func main() {
 
 	tmp, err := os.MkdirTemp(*base, "kmirror-versus-")
 	must(err)
-	if *keep {
-		defer fmt.Fprintf(os.Stderr, "kept %s\n", tmp)
-	} else {
-		defer os.RemoveAll(tmp)
+	leaveTemp = func() {
+		if *keep {
+			fmt.Fprintf(os.Stderr, "kept %s\n", tmp)
+		} else {
+			os.RemoveAll(tmp)
+		}
 	}
+	defer leaveTemp()
 	s.DataDir = tmp
 	bin := filepath.Join(tmp, "kmirror")
 	if b, err := exec.Command("go", "build", "-o", bin, "./cmd/kmirror").CombinedOutput(); err != nil {
