@@ -647,6 +647,7 @@ func (b *Broker) close() {
 	b.cancel()
 	if b.mirrors != nil {
 		b.mirrors.Close()
+		b.rm.SetHoldOnLead(nil) // no runtime decides any more
 	}
 	if b.txns != nil {
 		b.txns.Close()

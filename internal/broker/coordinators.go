@@ -75,6 +75,9 @@ func (b *Broker) startCoordinators() error {
 	// already know which partitions are read-only mirror partitions.
 	if b.newMirrors != nil {
 		mirrors := b.newMirrors(b, b.cfg, b.logger) // the manager names its component
+		// before this broker serves: no follower has fetched from the partitions it leads
+		// yet, so those it already leads are held as a new leader is
+		b.rm.SetHoldOnLead(mirrors.HoldOnLead)
 		if err := b.awaitAllLed(mirrorStateTopic); err != nil {
 			return err
 		}
@@ -213,6 +216,10 @@ type Mirrors interface {
 	StatePartitionElected(partition int32, leaderEpoch int32)
 	StatePartitionResigned(partition int32)
 	LeadershipChanged()
+	// HoldOnLead is the replica manager's HoldOnLead (partition.HoldOnLeadFunc): whether a
+	// partition this broker becomes leader of starts with its HW held until the mirror
+	// runtime that will run it decides (an untrusted log, cluster.md §3).
+	HoldOnLead(im *metadata.Image, t *metadata.Topic, partition int32) bool
 }
 
 // NewMirrorsFunc builds the mirroring service over the broker (which implements the

@@ -23,6 +23,9 @@ type kbroker struct {
 	b     *broker.Broker
 	m     *Manager
 	done  chan struct{}
+	// wrap, when set, is what the broker runs in place of m (a test's look at the broker
+	// before the manager starts)
+	wrap func(local *broker.Broker, m *Manager) broker.Mirrors
 }
 
 func startBroker(t *testing.T) *kbroker { t.Helper(); return startBrokerWith(t, nil) }
@@ -53,6 +56,9 @@ func (kb *kbroker) start() {
 	}
 	b, err := broker.New(cfg, testLogger(), func(local *broker.Broker, _ *config.Values, lg *slog.Logger) broker.Mirrors {
 		kb.m = NewManager(Options{Local: local, Logger: testLogger(), Config: fastConfig()})
+		if kb.wrap != nil {
+			return kb.wrap(local, kb.m)
+		}
 		return kb.m
 	})
 	if err != nil {

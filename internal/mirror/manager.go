@@ -164,6 +164,24 @@ func (m *Manager) LeadershipChanged() {
 	}
 }
 
+// HoldOnLead reports whether this broker, becoming the leader of partition partition of
+// topic t (image im), starts with its HW held (the replica manager's HoldOnLead, asked at
+// become and after every image until the runtime decides): true while the manager runs
+// and t is a mirror topic of an existing mirror not being stopped — a partition whose
+// runtime this manager will run, and whose persisted state it has not read yet, so its
+// log may be untrusted (a failback, re-attach or new mirror in LOG_ALIGNMENT, cluster.md
+// §3). The runtime's first syncHWHold, as soon as takeOver has read the state, decides in
+// its place: an aligned log (a new leader of a MIRRORING partition) is held only until
+// then. It does not block and takes no lock.
+func (m *Manager) HoldOnLead(im *metadata.Image, t *metadata.Topic, partition int32) bool {
+	if m.ctx.Err() != nil || t == nil || t.Mirror == nil || t.Mirror.Desired == metadata.DesiredStopped ||
+		partition < 0 || partition >= t.Partitions {
+		return false
+	}
+	_, ok := im.Mirrors[t.Mirror.MirrorName]
+	return ok
+}
+
 // StatePartitionElected makes this broker the state coordinator of partition p of
 // __mirror_state (it leads it at leaderEpoch): the partition is loaded in the background.
 func (m *Manager) StatePartitionElected(p int32, leaderEpoch int32) { m.store.elected(p, leaderEpoch) }
@@ -217,6 +235,7 @@ func (m *Manager) reconcile() {
 	want := map[kafka.TopicPartition]bool{}
 	var missing []*partition // led here, not yet known: their states are read below
 	var dropped []*partition // runtimes dropped: their HW holds go (syncHWHold)
+	var kept []*partition    // runtimes kept: their HW decisions hold again (a leadership lost and back)
 	for _, t := range im.Topics {
 		if t.Mirror == nil {
 			continue
@@ -242,6 +261,7 @@ func (m *Manager) reconcile() {
 				continue
 			}
 			p.throttled.Store(isThrottledReplica(throttled, i, nodeID))
+			kept = append(kept, p)
 		}
 	}
 	for k, p := range m.parts {
@@ -253,6 +273,9 @@ func (m *Manager) reconcile() {
 	m.mu.Unlock()
 	for _, p := range dropped {
 		p.dropHWHold()
+	}
+	for _, p := range kept {
+		p.reassertHWHold()
 	}
 	m.takeOver(im, missing)
 	m.mu.Lock()
@@ -295,11 +318,20 @@ func (m *Manager) takeOver(im *metadata.Image, ps []*partition) {
 		initPartition(p, st)
 		t := im.Topics[p.topic]
 		m.mu.Lock()
+		added := false
 		if cur := m.parts[kafka.TopicPartition{Topic: p.topic, Partition: p.index}]; cur == nil && t != nil && t.ID == p.topicID && m.local.Leads(p.topic, p.index) {
 			p.throttled.Store(isThrottledReplica(t.Configs[cfgThrottledReplicas], p.index, m.local.NodeID()))
 			m.parts[kafka.TopicPartition{Topic: p.topic, Partition: p.index}] = p
+			added = true
 		}
 		m.mu.Unlock()
+		if added {
+			// the runtime decides the hold its leader took on becoming leader (HoldOnLead):
+			// kept for an untrusted log about to align, released for any other
+			p.mu.Lock()
+			p.syncHWHold()
+			p.mu.Unlock()
+		}
 	}
 }
 

@@ -67,10 +67,13 @@ type partition struct {
 	// Cleared by every state change. waitWhy is the last reason logged for the wait.
 	leaderAligned bool
 	waitWhy       string
-	// holdMu makes syncHWHold and dropHWHold atomic to each other; dropped (under
-	// holdMu): the manager dropped the runtime, which holds the HW no more
+	// holdMu makes syncHWHold, reassertHWHold and dropHWHold atomic to each other;
+	// dropped (under holdMu): the manager dropped the runtime, which holds the HW no
+	// more; holding (under holdMu): syncHWHold's last decision, once decided
 	holdMu  sync.Mutex
 	dropped bool
+	decided bool
+	holding bool
 
 	cur      atomic.Int32 // st.State, readable without mu (CheckWrite)
 	sourceHW atomic.Int64 // source HW from the latest fetch response (or start.offset=latest lookup), −1 unknown
@@ -172,9 +175,13 @@ func (p *partition) setState(to mirrorproto.State, lastErr string) bool {
 // LOG_ALIGNMENT has not yet truncated an untrusted log — one not aligned since it last
 // stopped mirroring (failback, re-attach, a new mirror over local data), whose records
 // past the truncation point must never become readable, also not when the ISR grows
-// during the wait for it (cluster.md §3) — and releases it in every other case: the
-// leader's own alignment done, any other state, a runtime the manager dropped. Followers
-// take the leader's HW, so the hold holds every replica. mu held.
+// during the wait for it (cluster.md §3) — or while the runtime is about to enter that
+// LOG_ALIGNMENT (UNKNOWN: a runtime that took over the partition; STOPPED with the
+// failback asked for), and releases it in every other case: the leader's own alignment
+// done, an aligned log, any other state, a runtime the manager dropped. Followers take
+// the leader's HW, so the hold holds every replica. A new leader of a mirror partition
+// starts held (Manager.HoldOnLead); the first syncHWHold of its runtime, at takeOver,
+// decides. mu held.
 func (p *partition) syncHWHold() {
 	part, err := p.getPart()
 	if err != nil {
@@ -183,9 +190,53 @@ func (p *partition) syncHWHold() {
 	p.holdMu.Lock()
 	defer p.holdMu.Unlock()
 	l := part.Log()
-	hold := !p.dropped && p.st.State == mirrorproto.StateLogAlignment && !p.leaderAligned && !p.st.Aligned &&
-		l.LogEndOffset() > l.LogStartOffset()
+	hold := !p.dropped && p.aligningUntrusted() && !p.st.Aligned && l.LogEndOffset() > l.LogStartOffset()
+	p.decided, p.holding = true, hold
 	part.HoldHighWatermark(hold)
+}
+
+// aligningUntrusted reports whether the runtime is in LOG_ALIGNMENT before the leader's
+// own alignment, or will enter it on its next drive (UNKNOWN or STOPPED while the topic
+// is not desired stopped: a runtime that took over, a failback). mu held.
+func (p *partition) aligningUntrusted() bool {
+	switch p.st.State {
+	case mirrorproto.StateLogAlignment:
+		return !p.leaderAligned
+	case mirrorproto.StateUnknown, mirrorproto.StateStopped:
+		return p.alignsNext()
+	}
+	return false
+}
+
+// alignsNext reports whether the topic of an UNKNOWN or STOPPED partition is desired
+// mirroring or paused: its next drive enters LOG_ALIGNMENT.
+func (p *partition) alignsNext() bool {
+	t := p.m.local.Metadata().Image().Topics[p.topic]
+	return t != nil && t.ID == p.topicID && t.Mirror != nil && t.Mirror.Desired != metadata.DesiredStopped
+}
+
+// reassertHWHold applies syncHWHold's last decision again, for a runtime the manager
+// keeps (every reconcile): a leadership lost and back before the manager dropped the
+// runtime leaves the partition with the hold a new leader starts with
+// (Manager.HoldOnLead), or none. A STOPPED partition decides anew, as its desired state
+// is what changed: held from the failback's request on (its log is untrusted: a failover
+// clears aligned), released when it is taken back. mu not needed; the partition is asked
+// only while this broker leads it.
+func (p *partition) reassertHWHold() {
+	p.holdMu.Lock()
+	defer p.holdMu.Unlock()
+	if p.dropped || !p.decided || !p.m.local.Leads(p.topic, p.index) {
+		return
+	}
+	part, err := p.m.local.Partition(p.topic, p.index)
+	if err != nil {
+		return
+	}
+	if p.state() == mirrorproto.StateStopped {
+		l := part.Log()
+		p.holding = p.alignsNext() && l.LogEndOffset() > l.LogStartOffset()
+	}
+	part.HoldHighWatermark(p.holding)
 }
 
 // dropHWHold releases the HW hold of a runtime the manager dropped while this broker may
@@ -222,6 +273,13 @@ func (p *partition) fail(msg string, nonRetryable bool) {
 	}
 	if p.retired() {
 		p.m.log.Debug("mirror partition: an error after losing the leadership is not recorded", "mirror", p.mirror, "partition", p.String(), "error", msg)
+		return
+	}
+	if p.m.ctx.Err() != nil {
+		// the manager closes (the broker shuts down) and canceled the call: the state
+		// stays as it was for the next leader (a LOG_ALIGNMENT stays one: its log stays
+		// untrusted, its HW held)
+		p.m.log.Debug("mirror partition: an error while the manager closes is not recorded", "mirror", p.mirror, "partition", p.String(), "error", msg)
 		return
 	}
 	if nonRetryable {

@@ -68,9 +68,10 @@ type ReplicaManager struct {
 	opts Options
 	log  *slog.Logger
 
-	applyMu sync.Mutex
-	state   atomic.Pointer[hosted]
-	alter   *alterPartitionManager
+	applyMu    sync.Mutex
+	holdOnLead HoldOnLeadFunc // SetHoldOnLead; guarded by applyMu
+	state      atomic.Pointer[hosted]
+	alter      *alterPartitionManager
 
 	chMu    sync.Mutex
 	changed chan struct{}
@@ -80,6 +81,44 @@ type ReplicaManager struct {
 type hosted struct {
 	im    *metadata.Image
 	parts map[kafka.TopicPartition]*Partition
+}
+
+// HoldOnLeadFunc reports whether this broker, becoming the leader of partition
+// partition of topic t in image im, must start with the partition's high watermark held
+// (Partition.HoldHighWatermark) until the partition's owner decides: the mirror manager's,
+// true for a partition whose log may hold records that must never become readable and
+// whose runtime it will run (cluster.md §3). It is called with the partition's locks
+// held: it must not block nor call into the partition.
+type HoldOnLeadFunc func(im *metadata.Image, t *metadata.Topic, partition int32) bool
+
+// SetHoldOnLead installs fn (nil removes it): from then on a partition this broker
+// becomes leader of starts with its HW held when fn says so, and stays held until its
+// owner calls HoldHighWatermark — or until fn, asked again after every applied image,
+// says no more (the topic no longer one the owner runs: the hold never outlives the
+// reason for it). The partitions this broker leads already take the hold as at become
+// (and those fn no longer holds lose theirs): install it before any follower can fetch
+// from them and before their owner decides (the broker does before it serves).
+func (rm *ReplicaManager) SetHoldOnLead(fn HoldOnLeadFunc) {
+	rm.applyMu.Lock()
+	defer rm.applyMu.Unlock()
+	rm.holdOnLead = fn
+	h := rm.state.Load()
+	for _, part := range h.parts {
+		part.settleHoldOnLead(rm.holdFor(h.im, part), true)
+	}
+}
+
+// holdFor is the HoldOnLead question for part in im (false without a HoldOnLead).
+// applyMu held.
+func (rm *ReplicaManager) holdFor(im *metadata.Image, part *Partition) func() bool {
+	fn := rm.holdOnLead
+	return func() bool {
+		if fn == nil {
+			return false
+		}
+		t := im.Topics[part.topic]
+		return t != nil && t.ID == part.topicID && fn(im, t, part.index)
+	}
 }
 
 // NewReplicaManager returns a manager with no partitions; Apply gives it some.
@@ -287,7 +326,7 @@ func (rm *ReplicaManager) Apply(im *metadata.Image) error {
 	}
 	for _, part := range leaders {
 		wasFollower := part.following()
-		if changed, err := part.become(regs[part], rm.minIsr(im.Topics[part.topic])); err != nil {
+		if changed, err := part.become(regs[part], rm.minIsr(im.Topics[part.topic]), rm.holdFor(im, part)); err != nil {
 			rm.log.Error("becoming leader", "partition", part.String(), "err", err)
 			errs = append(errs, err)
 		} else if changed {
@@ -299,7 +338,7 @@ func (rm *ReplicaManager) Apply(im *metadata.Image) error {
 	}
 	for _, part := range followers {
 		wasLeader := part.IsLeader()
-		changed, err := part.become(regs[part], rm.minIsr(im.Topics[part.topic]))
+		changed, err := part.become(regs[part], rm.minIsr(im.Topics[part.topic]), nil)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -312,6 +351,13 @@ func (rm *ReplicaManager) Apply(im *metadata.Image) error {
 			ch.Followers = append(ch.Followers, part)
 		case regs[part].Leader == metadata.NoLeader:
 			ch.Unfollowed = append(ch.Unfollowed, part)
+		}
+	}
+	// 3. Holds taken on becoming leader that no owner decided on yet go when HoldOnLead
+	// says no more (the mirror deleted, the topic stopped or detached).
+	for _, part := range parts {
+		if part.hwOnLead.Load() {
+			part.settleHoldOnLead(rm.holdFor(im, part), false)
 		}
 	}
 	rm.state.Store(&hosted{im: im, parts: parts})

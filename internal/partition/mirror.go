@@ -115,8 +115,9 @@ func (p *Partition) forgetLongerFollowers() {
 // mirror holds it while LOG_ALIGNMENT has not yet truncated an untrusted log (failback:
 // the records past the truncation point must never be readable, cluster.md §3). A hold
 // lasts only while this broker leads: on a broker that does not lead the partition it is
-// ignored, and losing the leadership drops it (a new leader decides for itself). A
-// truncation brings the HW down to the new LEO, held or not.
+// ignored, and losing the leadership drops it; a new leader starts held only when the
+// ReplicaManager's HoldOnLead says so, and the first HoldHighWatermark then decides in
+// its place. A truncation brings the HW down to the new LEO, held or not.
 func (p *Partition) HoldHighWatermark(hold bool) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
@@ -125,12 +126,41 @@ func (p *Partition) HoldHighWatermark(hold bool) {
 		p.lmu.Unlock()
 		return
 	}
+	p.setHold(hold)
+	p.lmu.Unlock()
+}
+
+// setHold sets the hold as its owner decides, advancing the HW on a release. lmu held.
+func (p *Partition) setHold(hold bool) {
 	was := p.hwHeld
 	p.hwHeld = hold
+	p.hwOnLead.Store(false)
 	if was && !hold {
 		p.maybeIncrementHighWatermark(time.Now().UnixMilli())
 	}
-	p.lmu.Unlock()
+}
+
+// settleHoldOnLead brings a hold HoldOnLead took (no HoldHighWatermark decided since) in
+// line with hold, evaluated under the locks: released when hold says no more. With take,
+// a leader that holds nothing yet takes the hold when hold says so, as at become (a
+// HoldOnLead registered after the leadership). mu and lmu not held.
+func (p *Partition) settleHoldOnLead(hold func() bool, take bool) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	p.lmu.Lock()
+	defer p.lmu.Unlock()
+	if !p.leading.Load() || p.ls == nil {
+		return
+	}
+	switch {
+	case p.hwOnLead.Load():
+		if !hold() {
+			p.setHold(false)
+		}
+	case take && !p.hwHeld && hold():
+		p.hwHeld = true
+		p.hwOnLead.Store(true)
+	}
 }
 
 // HighWatermarkHeld reports whether HoldHighWatermark holds the HW.

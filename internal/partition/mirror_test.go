@@ -158,3 +158,121 @@ func TestHoldHighWatermark(t *testing.T) {
 		t.Fatalf("HW %d on the new leader with the ISR at 10, want 10", r.hw())
 	}
 }
+
+// TestHoldOnLead: with a HoldOnLead installed, a broker that becomes leader of a
+// partition it says to hold starts with the HW held, from the registration that makes it
+// leader on — a follower that catches up and the ISR reaching min.insync.replicas move
+// nothing — until the owner decides with HoldHighWatermark; a new leader epoch of the same
+// leader keeps the hold it has; the hold goes as soon as an applied image makes HoldOnLead
+// say no (here: the topic no longer a mirror topic), but an owner's own hold stays;
+// HoldOnLead installed while leading holds at once, removed it releases what it held.
+func TestHoldOnLead(t *testing.T) {
+	r := newReplicated(t, []int32{1, 2, 3}, 2)
+	mirrored := func(reg *metadata.PartitionRegistration) {
+		t.Helper()
+		tp := topic("t", r.id, reg)
+		tp.Mirror = &metadata.MirrorTopic{MirrorName: "m", Desired: metadata.DesiredMirroring}
+		r.applyTopic(tp)
+		r.reg = reg
+	}
+	var asked atomic.Int32
+	r.rm.SetHoldOnLead(func(im *metadata.Image, tp *metadata.Topic, p int32) bool {
+		asked.Add(1)
+		return tp.Name == "t" && p == 0 && tp.Mirror != nil
+	})
+	if r.p.HighWatermarkHeld() {
+		t.Fatal("HoldOnLead held the leader of a topic that is no mirror topic")
+	}
+	r.produce(10)
+	r.fetchAll(10, 2, 3)
+	if r.hw() != 10 {
+		t.Fatalf("HW %d, want 10", r.hw())
+	}
+
+	// a follower of the mirror topic holds nothing; the broker becoming its leader is
+	// held from that registration on
+	mirrored(&metadata.PartitionRegistration{Replicas: []int32{1, 2, 3}, ISR: []int32{2, 3}, Leader: 2, LeaderEpoch: 2, PartitionEpoch: 2})
+	if r.p.HighWatermarkHeld() {
+		t.Fatal("a follower holds its HW")
+	}
+	mirrored(&metadata.PartitionRegistration{Replicas: []int32{1, 2, 3}, ISR: []int32{1}, Leader: self, LeaderEpoch: 3, PartitionEpoch: 3})
+	if !r.p.HighWatermarkHeld() {
+		t.Fatal("the new leader of a mirror topic started with its HW unheld")
+	}
+	r.produce(4) // the untrusted tail 10..13
+	r.fetchAll(14, 2, 3)
+	mirrored(&metadata.PartitionRegistration{Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}, Leader: self, LeaderEpoch: 3, PartitionEpoch: 4})
+	r.fetchAll(14, 2, 3)
+	if r.hw() != 10 {
+		t.Fatalf("HW %d after the ISR caught up with a held new leader, want 10", r.hw())
+	}
+	// the truncation's epoch bump: the same leader keeps the hold
+	mirrored(&metadata.PartitionRegistration{Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}, Leader: self, LeaderEpoch: 4, PartitionEpoch: 5})
+	if !r.p.HighWatermarkHeld() {
+		t.Fatal("a new leader epoch of the same leader dropped the hold")
+	}
+	// the owner decides: held (an untrusted log), then released after its truncation
+	r.p.HoldHighWatermark(true)
+	if err := r.p.TruncateToFenced(12); err != nil {
+		t.Fatal(err)
+	}
+	r.p.HoldHighWatermark(false)
+	r.fetchAll(12, 2, 3)
+	if r.hw() != 12 {
+		t.Fatalf("HW %d after the owner's release and the ISR at 12, want 12", r.hw())
+	}
+	mirrored(&metadata.PartitionRegistration{Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}, Leader: self, LeaderEpoch: 5, PartitionEpoch: 6})
+	if r.p.HighWatermarkHeld() {
+		t.Fatal("a new leader epoch of the same leader took a hold")
+	}
+
+	// a new leader held by HoldOnLead alone: an image in which the topic is no mirror
+	// topic any more releases it at once, and the HW catches up
+	mirrored(&metadata.PartitionRegistration{Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}, Leader: 2, LeaderEpoch: 6, PartitionEpoch: 7})
+	mirrored(&metadata.PartitionRegistration{Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}, Leader: self, LeaderEpoch: 7, PartitionEpoch: 8})
+	if !r.p.HighWatermarkHeld() {
+		t.Fatal("the new leader of a mirror topic started with its HW unheld")
+	}
+	r.produce(2)
+	r.fetchAll(14, 2, 3)
+	if r.hw() != 12 {
+		t.Fatalf("held HW moved to %d", r.hw())
+	}
+	r.apply(r.reg) // the same registration, the topic detached
+	if r.p.HighWatermarkHeld() {
+		t.Fatal("the hold of HoldOnLead outlived the mirror topic")
+	}
+	if r.hw() != 14 {
+		t.Fatalf("HW %d right after the hold went with the ISR at 14, want 14", r.hw())
+	}
+
+	// an owner's hold is its own: an image in which HoldOnLead says no leaves it
+	mirrored(r.reg)
+	r.p.HoldHighWatermark(true)
+	r.apply(r.reg)
+	if !r.p.HighWatermarkHeld() {
+		t.Fatal("an image released the owner's hold")
+	}
+	r.p.HoldHighWatermark(false)
+
+	// installed while leading: held at once (the broker installs it before it serves);
+	// removed: released
+	r.rm.SetHoldOnLead(nil)
+	mirrored(&metadata.PartitionRegistration{Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}, Leader: self, LeaderEpoch: 8, PartitionEpoch: 9})
+	mirrored(&metadata.PartitionRegistration{Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}, Leader: 2, LeaderEpoch: 9, PartitionEpoch: 10})
+	mirrored(&metadata.PartitionRegistration{Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}, Leader: self, LeaderEpoch: 10, PartitionEpoch: 11})
+	if r.p.HighWatermarkHeld() {
+		t.Fatal("held without a HoldOnLead")
+	}
+	r.rm.SetHoldOnLead(func(*metadata.Image, *metadata.Topic, int32) bool { return true })
+	if !r.p.HighWatermarkHeld() {
+		t.Fatal("HoldOnLead installed while leading did not hold")
+	}
+	r.rm.SetHoldOnLead(nil)
+	if r.p.HighWatermarkHeld() {
+		t.Fatal("removing HoldOnLead kept its hold")
+	}
+	if asked.Load() == 0 {
+		t.Fatal("HoldOnLead never asked")
+	}
+}

@@ -65,9 +65,13 @@ type Partition struct {
 	leading atomic.Bool                                    // reg.Leader is this broker
 	minIsr  atomic.Int32                                   // the topic's min.insync.replicas
 
-	lmu    sync.Mutex   // guards ls and hwHeld; taken after mu
+	lmu    sync.Mutex   // guards ls, hwHeld and hwOnLead; taken after mu
 	ls     *leaderState // nil unless leading
-	hwHeld bool         // HoldHighWatermark; false unless leading
+	hwHeld bool         // HoldHighWatermark or HoldOnLead; false unless leading
+	// hwOnLead: hwHeld was taken by the ReplicaManager's HoldOnLead when this broker
+	// became leader, and no HoldHighWatermark has decided since (written under lmu, read
+	// without it as a hint)
+	hwOnLead atomic.Bool
 
 	listener atomic.Pointer[func()] // SetReplicaListener
 }
@@ -281,8 +285,11 @@ func (p *Partition) HighWatermarkAndLSO() (hw, lso int64) { return p.log.HighWat
 // knows of its followers; a newer partition epoch at the same leader epoch (an ISR or
 // assignment change) keeps it, and an older one than the leader already has (its own
 // AlterPartition answered first) changes nothing. minIsr is the topic's
-// min.insync.replicas. It reports whether the role or the leader epoch changed.
-func (p *Partition) become(reg *metadata.PartitionRegistration, minIsr int32) (changed bool, err error) {
+// min.insync.replicas. A broker that was not leading and leads now starts with its high
+// watermark held when holdOnLead (nil: never) says so, under the partition's locks
+// (ReplicaManager.SetHoldOnLead); losing the leadership drops any hold. It reports
+// whether the role or the leader epoch changed.
+func (p *Partition) become(reg *metadata.PartitionRegistration, minIsr int32, holdOnLead func() bool) (changed bool, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	old := p.reg.Load()
@@ -292,6 +299,7 @@ func (p *Partition) become(reg *metadata.PartitionRegistration, minIsr int32) (c
 			return false, fmt.Errorf("%s: recording leader epoch %d: %w", p, reg.LeaderEpoch, err)
 		}
 	}
+	newLeader := leading && !p.leading.Load()
 	changed = old == nil || leading != p.leading.Load() || old.LeaderEpoch != reg.LeaderEpoch
 	p.minIsr.Store(max(minIsr, 1))
 	now := time.Now().UnixMilli()
@@ -301,9 +309,18 @@ func (p *Partition) become(reg *metadata.PartitionRegistration, minIsr int32) (c
 	case !leading:
 		p.ls = nil
 		p.hwHeld = false // a hold is the leader's: a new leader decides for itself
+		p.hwOnLead.Store(false)
 	case changed || p.ls == nil:
 		p.resetLeaderState(reg.Replicas, reg.ISR, recovering, now)
 		p.ls.partitionEpoch = reg.PartitionEpoch
+		if newLeader {
+			// held from the first moment it leads, before any follower fetches from it,
+			// when its owner may still have to decide (a mirror partition whose log may
+			// be untrusted, cluster.md §3); a new leader epoch of the same leader keeps
+			// the hold it has
+			p.hwHeld = holdOnLead != nil && holdOnLead()
+			p.hwOnLead.Store(p.hwHeld)
+		}
 	case reg.PartitionEpoch > p.ls.partitionEpoch:
 		p.updateAssignment(reg.Replicas, reg.ISR, recovering, now)
 		p.ls.partitionEpoch = reg.PartitionEpoch
@@ -346,6 +363,7 @@ func (p *Partition) stop() {
 	p.lmu.Lock()
 	p.ls = nil
 	p.hwHeld = false
+	p.hwOnLead.Store(false)
 	p.lmu.Unlock()
 	p.log.Wake()
 }
