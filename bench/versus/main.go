@@ -249,15 +249,7 @@ func main() {
 
 	if *only == "replication" {
 		s.LatencySeconds = float64(*roundLatSecs)
-		var rates []int
-		for _, f := range strings.Split(*latRates, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil || n <= 0 {
-				fatalf("-round-latency-rates %q: %v", *latRates, err)
-			}
-			rates = append(rates, n)
-		}
-		rep := benchReplication(bin, tmp, s, rates, *linger0Rate, *nodes, *clusterParts, *rounds, *roundRecords, *latRounds, *failovers, *failRate)
+		rep := benchReplication(bin, tmp, s, positiveInts("-round-latency-rates", *latRates), *linger0Rate, *nodes, *clusterParts, *rounds, *roundRecords, *latRounds, *failovers, *failRate)
 		writeResults(*out, "replication", rep, renderReplicationMarkdown(rep))
 		return
 	}
@@ -398,7 +390,7 @@ func benchMirror(bin, tmp string, s settings, withMM2 bool, rep *report) {
 		t0 := time.Now()
 		stop := profile(dst, "kmirror-mirror-"+b.topic)
 		mirrorsCLI(bin, dst.addr, "--start", "--mirror", mirror, "--topics", b.topic)
-		c := waitCaughtUp(dst, dst, b.topic, int64(b.n), t0, 10*time.Minute)
+		c := waitCaughtUp(dst, dst, src, b.topic, int64(b.n), t0, 10*time.Minute)
 		stop()
 		c.Engine, c.Topic, c.Partitions, c.Codec, c.BacklogRecs, c.SourceDiskMB = "kmirror", b.topic, b.parts, b.codec, b.n, diskMB(b.topic)
 		return c
@@ -500,8 +492,8 @@ func benchMirror(bin, tmp string, s settings, withMM2 bool, rep *report) {
 	for _, c := range codecs {
 		logf("mirror: MirrorMaker 2 catch-up and steady-state lag %s", c)
 		settle()
-		mm := startMM2(filepath.Join(tmp, "mm2-"+c), mm2Properties(src.addr, target.addr, "b16-"+c+",lm-"+c+",lml-"+c, c))
-		cu := waitCaughtUp(target, mm, "src.b16-"+c, int64(s.Backlog16), mm.started, 10*time.Minute)
+		mm := startMM2(filepath.Join(tmp, "mm2-"+c), mm2Properties(src.addr, target.addr, "b16-"+c+",lm-"+c+",lml-"+c, c, 1))
+		cu := waitCaughtUp(target, mm, src, "src.b16-"+c, int64(s.Backlog16), mm.started, 10*time.Minute)
 		cu.Engine, cu.Topic, cu.Partitions, cu.Codec, cu.BacklogRecs, cu.SourceDiskMB = "MirrorMaker 2", "b16-"+c, 16, c, s.Backlog16, diskMB("b16-"+c)
 		rep.CatchUps = append(rep.CatchUps, cu)
 		if cu.Error == "" {
@@ -523,6 +515,19 @@ func withProp(props, key, value string) string {
 		}
 	}
 	return strings.Join(append(kept, key+"="+value), ",")
+}
+
+// positiveInts parses the comma-separated positive integers of the flag name's value v.
+func positiveInts(name, v string) []int {
+	var ns []int
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			fatalf("%s %q: expected positive integers separated by commas", name, v)
+		}
+		ns = append(ns, n)
+	}
+	return ns
 }
 
 // waitTopic waits until topic exists on addr with a leader for every partition.
