@@ -130,7 +130,7 @@ bench-slowlink:
 # 16-partition 2 GB backlogs mirrored into one 3-node kmirror cluster by kmirror into RF 1 mirror
 # topics, by kmirror into RF 3 mirror topics, and by MirrorMaker 2 with replication factor
 # 3: catch-up MB/s, end-to-end lag p50/p99 at a fixed live rate and CPU per GB, as ratios
-# RF 3 / RF 1 and kmirror / MirrorMaker 2. About 8 minutes on 2 cores; writes
+# RF 3 / RF 1 and kmirror / MirrorMaker 2. About 4 minutes on 2 cores; writes
 # bench/results/mirror-rf3-<date>.{json,md}. A benchmark, not a test: CI does not run it.
 bench-mirror-rf3:
 	$(GO) run ./bench/versus -only mirror-rf3 $(BENCH_FLAGS)
