@@ -4,7 +4,7 @@ BIN := bin/kmirror
 # Packages whose state is shared between goroutines run under the race detector.
 RACE_PKGS := ./internal/wire/... ./internal/netmux/... ./internal/storage/... ./internal/partition/... ./internal/replication/... ./internal/metadata/... ./internal/controller/... ./internal/group/... ./internal/txn/... ./internal/mirror/... ./internal/broker/... ./internal/acl/... ./internal/security/... ./internal/console/...
 
-.PHONY: build test unit race fuzz checks tour lint deps docs bench bench-cluster bench-replication bench-cleaner bench-security bench-slowlink interop bench-broker clients clients-security robustness
+.PHONY: build test unit race fuzz checks tour lint deps docs bench bench-cluster bench-replication bench-cleaner bench-security bench-slowlink bench-mirror-rf3 interop bench-broker clients clients-security robustness
 
 build:
 	$(GO) build -o $(BIN) ./cmd/kmirror
@@ -127,3 +127,12 @@ bench-security:
 # test: CI does not run it.
 bench-slowlink:
 	$(GO) run ./bench/versus -only slowlink $(BENCH_FLAGS)
+
+# bench-mirror-rf3 runs bench/versus -only mirror-rf3 (issue 15): an Apache Kafka broker's
+# 16-partition 2 GB backlogs mirrored into one 3-node kmirror cluster by kmirror into RF 1 mirror
+# topics, by kmirror into RF 3 mirror topics, and by MirrorMaker 2 with replication factor
+# 3: catch-up MB/s, end-to-end lag p50/p99 at a fixed live rate and CPU per GB, as ratios
+# RF 3 / RF 1 and kmirror / MirrorMaker 2. About 4 minutes on 2 cores; writes
+# bench/results/mirror-rf3-<date>.{json,md}. A benchmark, not a test: CI does not run it.
+bench-mirror-rf3:
+	$(GO) run ./bench/versus -only mirror-rf3 $(BENCH_FLAGS)

@@ -224,6 +224,29 @@ func (c *cluster) cpu() float64 {
 	return s
 }
 
+// exited reports whether a node has exited.
+func (c *cluster) exited() bool {
+	for _, p := range c.nodes {
+		if p.exited() {
+			return true
+		}
+	}
+	return false
+}
+
+// tail is the end of the log of the first node that exited, else of node 1.
+func (c *cluster) tail() string {
+	for _, p := range c.nodes {
+		if p.exited() {
+			return p.tail()
+		}
+	}
+	return c.nodes[0].tail()
+}
+
+func (c *cluster) label() string     { return c.name + " cluster" }
+func (c *cluster) bootstrap() string { return c.addr() }
+
 // alive exits the benchmark with the node's log when a node has exited.
 func (c *cluster) alive() {
 	for _, p := range c.nodes {

@@ -51,6 +51,15 @@
 // and fixed-rate produce latency, per listener. Its results go to security-<date>.json
 // and .md.
 //
+// -only mirror-rf3 (make bench-mirror-rf3) runs, and only, issue 15's replicated-destination
+// measurement: one Apache Kafka source broker with backlogs, one 3-node kmirror cluster as
+// the destination of three engines one after the other, each on its own topics — kmirror
+// Cluster Mirroring into RF 1 mirror topics, then (the nodes restarted with
+// default.replication.factor=3, which mirror topics are created with) into RF 3 mirror
+// topics, then MirrorMaker 2 with replication.factor=3: catch-up MB/s of the backlog,
+// end-to-end lag p50/p99 under a fixed live rate, and CPU s per GB (the three nodes, plus
+// MirrorMaker 2's process). Its results go to mirror-rf3-<date>.json and .md.
+//
 // Results go to bench/results/versus-<date>.json and .md. Apache Kafka's jars come from
 // test/interop/fetch-kafka.sh. Run from the repository root: go run ./bench/versus (or
 // make bench). A benchmark, not a test: CI does not run it.
@@ -180,7 +189,7 @@ func main() {
 	lagSecs := flag.Int("lag-seconds", 20, "duration of each steady-state lag run")
 	flag.StringVar(&s.MM2Target, "mm2-target", "kmirror", "MirrorMaker 2 destination: kmirror or kafka")
 	out := flag.String("out", "bench/results", "directory for the results")
-	only := flag.String("only", "", "run only 'broker' or 'mirror', or 'cluster': a 3-node kmirror cluster against a 3-node Apache Kafka cluster alone (not part of the default run; results in cluster-<date>.{json,md}), or 'replication': the same clusters with replication factor 3, min.insync.replicas 2 and leader failover (results in replication-<date>.{json,md}), or 'cleaner': produce latency while the log cleaner works on a large partition, kmirror before and after (cleaner-<date>.{json,md}), or 'security': SASL_SSL against PLAINTEXT, kmirror and Apache Kafka (security-<date>.{json,md})")
+	only := flag.String("only", "", "run only 'broker' or 'mirror', or 'cluster': a 3-node kmirror cluster against a 3-node Apache Kafka cluster alone (not part of the default run; results in cluster-<date>.{json,md}), or 'replication': the same clusters with replication factor 3, min.insync.replicas 2 and leader failover (results in replication-<date>.{json,md}), or 'cleaner': produce latency while the log cleaner works on a large partition, kmirror before and after (cleaner-<date>.{json,md}), or 'security': SASL_SSL against PLAINTEXT, kmirror and Apache Kafka (security-<date>.{json,md}), or 'slowlink': mirroring through a proxy adding round-trip time (slowlink-<date>.{json,md}), or 'mirror-rf3': mirroring into a 3-node kmirror cluster, RF 3 against RF 1 and against MirrorMaker 2 (mirror-rf3-<date>.{json,md})")
 	nodes := flag.Int("nodes", 3, "nodes of each cluster of -only cluster")
 	clusterParts := flag.Int("cluster-partitions", 12, "partitions of the topics of -only cluster")
 	startups := flag.Int("startups", 3, "start-ups of a fresh cluster per system of -only cluster (the median is reported; the last cluster is measured)")
@@ -211,12 +220,16 @@ func main() {
 	slowRecords16 := flag.Int("slowlink-records16", 1200000, "-only slowlink: backlog records of the 16-partition topic")
 	slowTuned := flag.String("slowlink-tuned-props", "fetch.response.max.bytes=33554432", "-only slowlink: the mirror properties (comma-separated key=value) of the tuned kmirror runs, on top of -mirror-props (\"\": no tuned runs)")
 	fill := flag.Bool("fill-page-cache", false, "before the runs, fill the page cache with a file (kept until the end) of the available memory minus 2 GiB, so that brokers write into recycled pages as in steady state, not into guest pages the VM's host took back (fillPageCache)")
+	rf3Records := flag.Int("mirror-rf3-records", 2000000, "-only mirror-rf3: backlog records of each source topic (2,000,000 × 1 KiB: kmirror's catch-up windows of seconds, not a fraction of one)")
+	rf3Parts := flag.String("mirror-rf3-partitions", "16", "-only mirror-rf3: partitions of the source topics, comma-separated (e.g. 16,1: each engine runs once per count)")
+	rf3LagRate := flag.Int("mirror-rf3-lag-rate", 10000, "-only mirror-rf3: records/s of the steady-state lag run of each engine (the same for all three)")
+	rf3LagProducers := flag.Int("mirror-rf3-lag-producers", 1, "-only mirror-rf3: producer clients sharing the lag run's rate")
 	keep := flag.Bool("keep", false, "keep the temp directory (data and logs of every process) instead of removing it")
 	flag.Parse()
 	switch *only {
-	case "", "broker", "mirror", "cluster", "replication", "cleaner", "security", "slowlink":
+	case "", "broker", "mirror", "cluster", "replication", "cleaner", "security", "slowlink", "mirror-rf3":
 	default:
-		fatalf("-only %q: expected broker, mirror, cluster, replication, cleaner, security or slowlink", *only)
+		fatalf("-only %q: expected broker, mirror, cluster, replication, cleaner, security, slowlink or mirror-rf3", *only)
 	}
 	s.LatencySeconds, s.LagSeconds, s.RecordBytes = float64(*latSecs), float64(*lagSecs), recordSize
 	if *tuned1 {
@@ -264,21 +277,19 @@ func main() {
 
 	if *only == "replication" {
 		s.LatencySeconds = float64(*roundLatSecs)
-		var rates []int
-		for _, f := range strings.Split(*latRates, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil || n <= 0 {
-				fatalf("-round-latency-rates %q: %v", *latRates, err)
-			}
-			rates = append(rates, n)
-		}
-		rep := benchReplication(bin, tmp, s, rates, *linger0Rate, *nodes, *clusterParts, *rounds, *roundRecords, *latRounds, *failovers, *failRate)
+		rep := benchReplication(bin, tmp, s, positiveInts("-round-latency-rates", *latRates), *linger0Rate, *nodes, *clusterParts, *rounds, *roundRecords, *latRounds, *failovers, *failRate)
 		writeResults(*out, "replication", rep, renderReplicationMarkdown(rep))
 		return
 	}
 	if *only == "slowlink" {
 		rep := benchSlowLink(bin, tmp, s, []int{0, 25, 50}, *slowRecords1, *slowRecords16, *slowTuned, *withMM2)
 		writeResults(*out, "slowlink", rep, renderSlowLinkMarkdown(rep))
+		return
+	}
+	if *only == "mirror-rf3" {
+		rs := rf3Settings{Records: *rf3Records, Partitions: positiveInts("-mirror-rf3-partitions", *rf3Parts), LagRate: *rf3LagRate, LagProducers: *rf3LagProducers}
+		rep := benchMirrorRF3(bin, tmp, s, rs)
+		writeResults(*out, "mirror-rf3", rep, renderMirrorRF3Markdown(rep))
 		return
 	}
 	if *only == "security" {
@@ -413,7 +424,7 @@ func benchMirror(bin, tmp string, s settings, withMM2 bool, rep *report) {
 		t0 := time.Now()
 		stop := profile(dst, "kmirror-mirror-"+b.topic)
 		mirrorsCLI(bin, dst.addr, "--start", "--mirror", mirror, "--topics", b.topic)
-		c := waitCaughtUp(dst, dst, b.topic, int64(b.n), t0, 10*time.Minute)
+		c := waitCaughtUp(dst, dst, src, b.topic, int64(b.n), t0, 10*time.Minute)
 		stop()
 		c.Engine, c.Topic, c.Partitions, c.Codec, c.BacklogRecs, c.SourceDiskMB = "kmirror", b.topic, b.parts, b.codec, b.n, diskMB(b.topic)
 		return c
@@ -515,8 +526,8 @@ func benchMirror(bin, tmp string, s settings, withMM2 bool, rep *report) {
 	for _, c := range codecs {
 		logf("mirror: MirrorMaker 2 catch-up and steady-state lag %s", c)
 		settle()
-		mm := startMM2(filepath.Join(tmp, "mm2-"+c), mm2Properties(src.addr, target.addr, "b16-"+c+",lm-"+c+",lml-"+c, c))
-		cu := waitCaughtUp(target, mm, "src.b16-"+c, int64(s.Backlog16), mm.started, 10*time.Minute)
+		mm := startMM2(filepath.Join(tmp, "mm2-"+c), mm2Properties(src.addr, target.addr, "b16-"+c+",lm-"+c+",lml-"+c, c, 1))
+		cu := waitCaughtUp(target, mm, src, "src.b16-"+c, int64(s.Backlog16), mm.started, 10*time.Minute)
 		cu.Engine, cu.Topic, cu.Partitions, cu.Codec, cu.BacklogRecs, cu.SourceDiskMB = "MirrorMaker 2", "b16-"+c, 16, c, s.Backlog16, diskMB("b16-"+c)
 		rep.CatchUps = append(rep.CatchUps, cu)
 		if cu.Error == "" {
@@ -538,6 +549,19 @@ func withProp(props, key, value string) string {
 		}
 	}
 	return strings.Join(append(kept, key+"="+value), ",")
+}
+
+// positiveInts parses the comma-separated positive integers of the flag name's value v.
+func positiveInts(name, v string) []int {
+	var ns []int
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			fatalf("%s %q: expected positive integers separated by commas", name, v)
+		}
+		ns = append(ns, n)
+	}
+	return ns
 }
 
 // waitTopic waits until topic exists on addr with a leader for every partition.

@@ -26,30 +26,49 @@ type catchUp struct {
 	RecPerS       float64 `json:"records_per_s"`      // records per second within CatchUpS
 	CPUPerGB      float64 `json:"cpu_s_per_gb"`       // the mirroring process, per GB of values
 	CPUPerGBTotal float64 `json:"cpu_s_per_gb_total"` // the mirroring process plus the destination broker
-	Error         string  `json:"error,omitempty"`
+	// SourceCPUPerGB is the source broker's, when waitCaughtUp was given it.
+	SourceCPUPerGB float64 `json:"source_cpu_s_per_gb,omitempty"`
+	Error          string  `json:"error,omitempty"`
+}
+
+// measured is what waitCaughtUp reads: one process (*proc) or the nodes of a cluster
+// (*cluster).
+type measured interface {
+	cpu() float64      // utime+stime in seconds (of a cluster: summed over its nodes)
+	exited() bool      // the process (of a cluster: any node) has exited
+	tail() string      // the end of its log (of a cluster: of a node that exited, else node 1's)
+	label() string     // its name in messages
+	bootstrap() string // the PLAINTEXT listener a client bootstraps from ("" for MirrorMaker 2)
 }
 
 // waitCaughtUp polls the destination's end offsets of topic until they reach want. It
 // returns the catch-up measurement with CPU read from the mirroring process and the
-// destination broker (the same process for kmirror).
-func waitCaughtUp(dst *proc, mirroring *proc, topic string, want int64, t0 time.Time, limit time.Duration) catchUp {
-	cl := newClient(kgo.SeedBrokers(dst.addr))
+// destination (the same for kmirror: the broker or the cluster's nodes), and from the
+// source broker unless source is nil.
+func waitCaughtUp(dst, mirroring, source measured, topic string, want int64, t0 time.Time, limit time.Duration) catchUp {
+	cl := newClient(kgo.SeedBrokers(dst.bootstrap()))
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	var c catchUp
 	var tFirst time.Time
 	var firstCount int64
-	var cpuM0, cpuD0 float64
+	var cpuM0, cpuD0, cpuS0 float64
+	srcCPU := func() float64 {
+		if source == nil {
+			return 0
+		}
+		return source.cpu()
+	}
 	for {
 		n := endOffsets(adm, topic)
 		now := time.Now()
 		if n > 0 && tFirst.IsZero() {
 			tFirst, firstCount = now, n
-			cpuM0, cpuD0 = mirroring.cpu(), dst.cpu()
+			cpuM0, cpuD0, cpuS0 = mirroring.cpu(), dst.cpu(), srcCPU()
 			c.FirstRecordS = now.Sub(t0).Seconds()
 		}
 		if n >= want {
-			cpuM, cpuD := mirroring.cpu()-cpuM0, dst.cpu()-cpuD0
+			cpuM, cpuD, cpuS := mirroring.cpu()-cpuM0, dst.cpu()-cpuD0, srcCPU()-cpuS0
 			c.CatchUpS = now.Sub(tFirst).Seconds()
 			c.WindowRecords = int(want - firstCount)
 			gb := float64(c.WindowRecords) * recordSize / 1e9
@@ -58,15 +77,18 @@ func waitCaughtUp(dst *proc, mirroring *proc, topic string, want int64, t0 time.
 				c.RecPerS = float64(c.WindowRecords) / c.CatchUpS
 				c.CPUPerGB = cpuM / gb
 				c.CPUPerGBTotal = cpuM / gb
+				c.SourceCPUPerGB = cpuS / gb
 				if mirroring != dst {
 					c.CPUPerGBTotal = (cpuM + cpuD) / gb
 				}
 			}
 			return c
 		}
-		if mirroring.exited() {
-			c.Error = mirroring.name + " exited: " + lastLine(mirroring.tail())
-			return c
+		for _, m := range []measured{mirroring, dst} {
+			if m.exited() {
+				c.Error = m.label() + " exited: " + lastLine(m.tail())
+				return c
+			}
 		}
 		if now.Sub(t0) > limit {
 			c.Error = fmt.Sprintf("not caught up after %s (%d of %d records)", limit, n, want)
@@ -91,11 +113,16 @@ func mirrorsCLI(bin, dst string, args ...string) {
 }
 
 // mm2Properties is the MirrorMaker 2 configuration of the benchmark: one flow src->dst,
-// replication factor 1 everywhere, checkpoints, heartbeats, ACL and topic-config sync off
-// (only the data path is measured), everything else at its default (tasks.max=1, the
-// default replication policy that prefixes "src."). For zstd data the producer toward dst
-// compresses with zstd, so that the destination holds zstd batches as kmirror's does.
-func mm2Properties(src, dst, topics, codec string) string {
+// replication factor rf for the topics it creates on dst (the mirrored topics, and
+// Connect's offset, status and config topics and the checkpoints and heartbeats topics
+// in dedicated mode), 1 for the offset-syncs topic, which lives on the source (its
+// default offset-syncs.topic.location), a single broker in every benchmark; checkpoints,
+// heartbeats, ACL and topic-config sync off (only the data path is measured), everything
+// else at its default (tasks.max=1, the default replication policy that prefixes
+// "src."). For zstd data the producer toward dst compresses with zstd, so that the
+// destination holds zstd batches as kmirror's does.
+func mm2Properties(src, dst, topics, codec string, rf int) string {
+	r := fmt.Sprint(rf)
 	lines := []string{
 		"clusters = src, dst",
 		"src.bootstrap.servers = " + src,
@@ -103,13 +130,13 @@ func mm2Properties(src, dst, topics, codec string) string {
 		"src->dst.enabled = true",
 		"dst->src.enabled = false",
 		"src->dst.topics = " + topics,
-		"replication.factor = 1",
-		"checkpoints.topic.replication.factor = 1",
-		"heartbeats.topic.replication.factor = 1",
+		"replication.factor = " + r,
+		"checkpoints.topic.replication.factor = " + r,
+		"heartbeats.topic.replication.factor = " + r,
 		"offset-syncs.topic.replication.factor = 1",
-		"offset.storage.replication.factor = 1",
-		"status.storage.replication.factor = 1",
-		"config.storage.replication.factor = 1",
+		"offset.storage.replication.factor = " + r,
+		"status.storage.replication.factor = " + r,
+		"config.storage.replication.factor = " + r,
 		"emit.checkpoints.enabled = false",
 		"emit.heartbeats.enabled = false",
 		"sync.group.offsets.enabled = false",

@@ -66,6 +66,9 @@ func (p *proc) tail() string {
 	return string(b)
 }
 
+func (p *proc) label() string     { return p.name }
+func (p *proc) bootstrap() string { return p.addr }
+
 func (p *proc) exited() bool {
 	select {
 	case <-p.done:

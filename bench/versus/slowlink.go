@@ -135,9 +135,9 @@ func slowLinkCatchUp(bin, dir, engine, addr, topic string, n int, mirrorProps, t
 	dst := startKmirror(bin, "dest", filepath.Join(dir, "dest"))
 	defer dst.stop()
 	if engine == slowLinkMM2 {
-		mm := startMM2(filepath.Join(dir, "mm2"), mm2Properties(addr, dst.addr, topic, "none"))
+		mm := startMM2(filepath.Join(dir, "mm2"), mm2Properties(addr, dst.addr, topic, "none", 1))
 		defer mm.stop()
-		return waitCaughtUp(dst, mm, "src."+topic, int64(n), mm.started, 10*time.Minute)
+		return waitCaughtUp(dst, mm, nil, "src."+topic, int64(n), mm.started, 10*time.Minute)
 	}
 	props := mirrorProps
 	if engine == slowLinkTuned {
@@ -146,7 +146,7 @@ func slowLinkCatchUp(bin, dir, engine, addr, topic string, n int, mirrorProps, t
 	mirrorsCLI(bin, dst.addr, "--create", "--mirror", "slow", "--mirror-config", mirrorConfigFile(filepath.Join(dir, "mirror.properties"), addr, props))
 	t0 := time.Now()
 	mirrorsCLI(bin, dst.addr, "--start", "--mirror", "slow", "--topics", topic)
-	return waitCaughtUp(dst, dst, topic, int64(n), t0, 10*time.Minute)
+	return waitCaughtUp(dst, dst, nil, topic, int64(n), t0, 10*time.Minute)
 }
 
 func renderSlowLinkMarkdown(r slowLinkReport) string {
