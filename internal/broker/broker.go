@@ -646,8 +646,10 @@ func (b *Broker) Stop(ctx context.Context) {
 func (b *Broker) close() {
 	b.cancel()
 	if b.mirrors != nil {
+		// HoldOnLead stays installed: releasing the holds no runtime decided would
+		// advance HWs over untrusted tails before the HW checkpoint; rm.Stop drops
+		// them without advancing
 		b.mirrors.Close()
-		b.rm.SetHoldOnLead(nil) // no runtime decides any more
 	}
 	if b.txns != nil {
 		b.txns.Close()

@@ -255,7 +255,9 @@ func TestHoldOnLead(t *testing.T) {
 	var _ replica.HoldOnLeadFunc = e.m.HoldOnLead
 	m := e.m
 	e.stop()
-	if m.HoldOnLead(im, mt(metadata.DesiredMirroring, "m"), 0) {
-		t.Error("a closed manager holds new leaders")
+	// closed (the broker shuts down): it answers the same, as releasing an undecided
+	// hold then would advance the HW over an untrusted tail before the HW checkpoint
+	if !m.HoldOnLead(im, mt(metadata.DesiredMirroring, "m"), 0) {
+		t.Error("a closed manager stopped holding new leaders of mirror topics")
 	}
 }

@@ -166,15 +166,17 @@ func (m *Manager) LeadershipChanged() {
 
 // HoldOnLead reports whether this broker, becoming the leader of partition partition of
 // topic t (image im), starts with its HW held (the replica manager's HoldOnLead, asked at
-// become and after every image until the runtime decides): true while the manager runs
-// and t is a mirror topic of an existing mirror not being stopped — a partition whose
-// runtime this manager will run, and whose persisted state it has not read yet, so its
-// log may be untrusted (a failback, re-attach or new mirror in LOG_ALIGNMENT, cluster.md
-// §3). The runtime's first syncHWHold, as soon as takeOver has read the state, decides in
-// its place: an aligned log (a new leader of a MIRRORING partition) is held only until
-// then. It does not block and takes no lock.
+// become and after every image until the runtime decides): true while t is a mirror
+// topic of an existing mirror not being stopped — a partition whose runtime this manager
+// runs, and whose persisted state it has not read yet, so its log may be untrusted (a
+// failback, re-attach or new mirror in LOG_ALIGNMENT, cluster.md §3). The runtime's first
+// syncHWHold, as soon as takeOver has read the state, decides in its place: an aligned log
+// (a new leader of a MIRRORING partition) is held only until then. It answers the same
+// once the manager is closed: a shutdown releasing an undecided hold would advance the
+// HW over an untrusted tail and checkpoint it; the broker's partitions stop next, which
+// drops holds without advancing the HW. It does not block and takes no lock.
 func (m *Manager) HoldOnLead(im *metadata.Image, t *metadata.Topic, partition int32) bool {
-	if m.ctx.Err() != nil || t == nil || t.Mirror == nil || t.Mirror.Desired == metadata.DesiredStopped ||
+	if t == nil || t.Mirror == nil || t.Mirror.Desired == metadata.DesiredStopped ||
 		partition < 0 || partition >= t.Partitions {
 		return false
 	}

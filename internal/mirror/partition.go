@@ -189,8 +189,13 @@ func (p *partition) syncHWHold() {
 	}
 	p.holdMu.Lock()
 	defer p.holdMu.Unlock()
+	if p.dropped {
+		// dropHWHold released what this runtime held; a hold there now belongs to a
+		// later leadership (HoldOnLead) and its runtime
+		return
+	}
 	l := part.Log()
-	hold := !p.dropped && p.aligningUntrusted() && !p.st.Aligned && l.LogEndOffset() > l.LogStartOffset()
+	hold := p.aligningUntrusted() && !p.st.Aligned && l.LogEndOffset() > l.LogStartOffset()
 	p.decided, p.holding = true, hold
 	part.HoldHighWatermark(hold)
 }
@@ -241,13 +246,18 @@ func (p *partition) reassertHWHold() {
 
 // dropHWHold releases the HW hold of a runtime the manager dropped while this broker may
 // still lead the partition (the mirror deleted, the topic detached or replaced) and keeps
-// it from holding again (a drive still running). mu not needed.
+// it from holding again (a drive still running). It does not wait for a leadership, and
+// leaves a hold the partition took on becoming leader since (Partition.ReleaseOwnedHold):
+// that one is the next runtime's to decide, or goes by HoldOnLead. mu not needed.
 func (p *partition) dropHWHold() {
 	p.holdMu.Lock()
 	defer p.holdMu.Unlock()
 	p.dropped = true
+	if !p.m.local.Leads(p.topic, p.index) {
+		return // not leading: no hold to release (losing the leadership dropped it)
+	}
 	if part, err := p.m.local.Partition(p.topic, p.index); err == nil {
-		part.HoldHighWatermark(false)
+		part.ReleaseOwnedHold()
 	}
 }
 

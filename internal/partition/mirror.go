@@ -130,6 +130,21 @@ func (p *Partition) HoldHighWatermark(hold bool) {
 	p.lmu.Unlock()
 }
 
+// ReleaseOwnedHold releases a hold that HoldHighWatermark set, and leaves one the
+// partition took on becoming leader that no HoldHighWatermark has decided on since
+// (ReplicaManager.SetHoldOnLead): an owner that gives the partition up (a mirror runtime
+// dropped) must not release the hold of a later leadership, which its next owner decides.
+func (p *Partition) ReleaseOwnedHold() {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	p.lmu.Lock()
+	defer p.lmu.Unlock()
+	if !p.leading.Load() || p.ls == nil || p.hwOnLead.Load() {
+		return
+	}
+	p.setHold(false)
+}
+
 // setHold sets the hold as its owner decides, advancing the HW on a release. lmu held.
 func (p *Partition) setHold(hold bool) {
 	was := p.hwHeld

@@ -276,3 +276,31 @@ func TestHoldOnLead(t *testing.T) {
 		t.Fatal("HoldOnLead never asked")
 	}
 }
+
+// TestReleaseOwnedHold: an owner giving a partition up (a mirror runtime dropped) releases
+// the hold it set with HoldHighWatermark, but not one the partition took on becoming
+// leader that no owner has decided on yet (it belongs to the next owner: a dropped
+// runtime must not open the HW of a later leadership over an untrusted tail).
+func TestReleaseOwnedHold(t *testing.T) {
+	r := newReplicated(t, []int32{1, 2, 3}, 2)
+	r.produce(5)
+	r.fetchAll(5, 2, 3)
+	if r.hw() != 5 {
+		t.Fatalf("HW %d, want 5", r.hw())
+	}
+	r.rm.SetHoldOnLead(func(*metadata.Image, *metadata.Topic, int32) bool { return true })
+	if !r.p.HighWatermarkHeld() {
+		t.Fatal("HoldOnLead installed while leading did not hold")
+	}
+	r.produce(3)
+	r.fetchAll(8, 2, 3)
+	r.p.ReleaseOwnedHold()
+	if !r.p.HighWatermarkHeld() || r.hw() != 5 {
+		t.Fatalf("ReleaseOwnedHold released the hold taken on becoming leader (held %v, HW %d, want 5)", r.p.HighWatermarkHeld(), r.hw())
+	}
+	r.p.HoldHighWatermark(true) // the owner decides: its hold now
+	r.p.ReleaseOwnedHold()
+	if r.p.HighWatermarkHeld() || r.hw() != 8 {
+		t.Fatalf("ReleaseOwnedHold kept the owner's hold (held %v, HW %d, want 8)", r.p.HighWatermarkHeld(), r.hw())
+	}
+}
