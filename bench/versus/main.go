@@ -127,7 +127,6 @@ type settings struct {
 	MirrorProps    string  `json:"mirror_props,omitempty"`
 	TunedProps     string  `json:"tuned_1_partition_mirror_props,omitempty"` // the second mirror's properties ("" with -tuned1=false)
 	Client         string  `json:"client"`
-	PageCache      string  `json:"page_cache,omitempty"` // describeFill with -fill-page-cache
 }
 
 // brokerResult is one broker's column of the broker table.
@@ -253,7 +252,7 @@ func main() {
 		fatalf("go build: %v\n%s", err, b)
 	}
 	if *fill {
-		s.PageCache = describeFill(fillPageCache(tmp, 2<<30))
+		pageCacheFill = describeFill(fillPageCache(tmp, 2<<30))
 	}
 	if *only == "cleaner" {
 		cs.BackoffMs, cs.RecordBytes, cs.DataDir = 500, recordSize, tmp

@@ -35,7 +35,6 @@ type rf3Settings struct {
 	LagSeconds   float64 `json:"lag_seconds"`
 	MirrorProps  string  `json:"mirror_props,omitempty"`
 	Client       string  `json:"client"`
-	PageCache    string  `json:"page_cache,omitempty"` // settings.PageCache (-fill-page-cache)
 	// Properties are the destination nodes' server.properties lines after their own
 	// (clusterProps), default.replication.factor=1 at first; the nodes are restarted
 	// with default.replication.factor=3 before the RF 3 runs.
@@ -95,7 +94,6 @@ type rf3Report struct {
 // are paused (kmirror) or its process stopped, so they idle during the next.
 func benchMirrorRF3(bin, tmp string, s settings, rs rf3Settings) rf3Report {
 	rs.KafkaVersion, rs.DataDir, rs.Nodes, rs.RecordBytes, rs.LagSeconds, rs.MirrorProps, rs.Client = s.KafkaVersion, tmp, 3, recordSize, s.LagSeconds, s.MirrorProps, s.Client
-	rs.PageCache = s.PageCache
 	rs.Properties = append(append([]string{}, commonProps...), "default.replication.factor=1")
 	rs.MM2 = "dedicated mode (org.apache.kafka.connect.mirror.MirrorMaker), its defaults (tasks.max 1), replication.factor 3 and RF 3 for its topics on the destination, offset-syncs on the source RF 1; checkpoints, heartbeats, ACL and config sync off"
 	rep := rf3Report{Date: time.Now().UTC().Format(time.RFC3339), Machine: describeMachine(tmp), LoadBefore: loadAverage(), Settings: rs}
@@ -268,9 +266,6 @@ func renderMirrorRF3Markdown(r rf3Report) string {
 	fmt.Fprintf(&b, "# kmirror mirroring into a 3-node destination: RF 3 vs RF 1 vs MirrorMaker 2 — %s\n\n", r.Date[:10])
 	b.WriteString(machineAndClient(r.Machine, s.DataDir, s.Client, s.RecordBytes, "go run ./bench/versus -only mirror-rf3 (make bench-mirror-rf3)"))
 	fmt.Fprintf(&b, "Load average (1, 5, 15 min) before the run: %s; after: %s.\n\n", r.LoadBefore, r.LoadAfter)
-	if s.PageCache != "" {
-		fmt.Fprintf(&b, "Memory: %s.\n\n", s.PageCache)
-	}
 	fmt.Fprintf(&b, "Source: one Apache Kafka %s broker; per partition count, two backlogs of %d uncompressed records (%.2f GB of values each) and a lag topic per engine (message.timestamp.type=LogAppendTime). Destination: one %d-node kmirror cluster (combined broker+controller nodes, static quorum, `%s`) for all three engines, one after the other, each on its own topics; every process shares the machine's %d cores. ",
 		s.KafkaVersion, s.Records, float64(s.Records*s.RecordBytes)/1e9, s.Nodes, strings.Join(s.Properties, "`, `"), r.Machine.NumCPU)
 	fmt.Fprintf(&b, "A mirror topic is created with the destination's `default.replication.factor`, so **%s** runs first (its own mirror, kmirror's default mirror settings%s), then every node is restarted with `default.replication.factor=3` (serving again after %.2f s) and **%s** runs (a second mirror, the same settings), then **%s**: %s, into `src.<topic>` on the same cluster, from the same source backlog as kmirror's RF 3 run. A finished kmirror engine's topics are paused. ",

@@ -17,10 +17,16 @@ type machine struct {
 	Disk     string `json:"disk"` // df -T of the data directory and lsblk of its device
 	Java     string `json:"java"`
 	Go       string `json:"go"`
+	// PageCache is describeFill's line when -fill-page-cache filled the page cache.
+	PageCache string `json:"page_cache,omitempty"`
 }
 
+// pageCacheFill is the describeFill line of this run ("" without -fill-page-cache); main
+// sets it before any benchmark runs.
+var pageCacheFill string
+
 func describeMachine(dir string) machine {
-	m := machine{NumCPU: runtime.NumCPU(), Go: runtime.Version(), CPUModel: procinfo.CPUModel(), MemTotal: procinfo.MemTotal()}
+	m := machine{NumCPU: runtime.NumCPU(), Go: runtime.Version(), CPUModel: procinfo.CPUModel(), MemTotal: procinfo.MemTotal(), PageCache: pageCacheFill}
 	if b, err := exec.Command("df", "-T", dir).Output(); err == nil {
 		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 		f := strings.Fields(lines[len(lines)-1])
@@ -71,8 +77,12 @@ func num(v float64) string {
 // machineAndClient are the report's paragraphs on the machine and the client; how is the
 // command that ran it.
 func machineAndClient(m machine, dataDir, client string, recordBytes int, how string) string {
+	memory := ""
+	if m.PageCache != "" {
+		memory = "Memory: " + m.PageCache + ".\n\n"
+	}
 	return fmt.Sprintf("Machine: %d CPUs (%s), %s memory; disk %s; data under %s (all brokers on the same filesystem, default flush settings: no forced fsync). %s; %s. Everything on loopback, one run, `%s`.\n\nClient: %s. Records of %d B.\n\n",
-		m.NumCPU, m.CPUModel, m.MemTotal, m.Disk, dataDir, m.Java, m.Go, how, client, recordBytes)
+		m.NumCPU, m.CPUModel, m.MemTotal, m.Disk, dataDir, m.Java, m.Go, how, client, recordBytes) + memory
 }
 
 // renderMarkdown renders the machine, the settings and the tables.
@@ -81,9 +91,6 @@ func renderMarkdown(r report) string {
 	s, m := r.Settings, r.Machine
 	fmt.Fprintf(&b, "### kmirror vs Apache Kafka %s and MirrorMaker 2 — %s\n\n", s.KafkaVersion, r.Date[:10])
 	b.WriteString(machineAndClient(m, s.DataDir, s.Client, s.RecordBytes, "make bench"))
-	if s.PageCache != "" {
-		fmt.Fprintf(&b, "Memory: %s.\n\n", s.PageCache)
-	}
 	if len(r.Brokers) == 2 {
 		k, a := r.Brokers[0], r.Brokers[1]
 		fmt.Fprintf(&b, "#### Broker: kmirror vs %s (single node, JVM -Xmx1G -Xms1G)\n\n", a.Broker)

@@ -236,7 +236,7 @@ func (m *Manager) reconcile() {
 	}
 	want := map[kafka.TopicPartition]bool{}
 	var missing []*partition // led here, not yet known: their states are read below
-	var dropped []*partition // runtimes dropped: their HW holds go (syncHWHold)
+	var dropped []*partition // runtimes dropped: their HW holds go (dropHWHold)
 	var kept []*partition    // runtimes kept: their HW decisions hold again (a leadership lost and back)
 	for _, t := range im.Topics {
 		if t.Mirror == nil {
